@@ -1,0 +1,135 @@
+"""Shape and dtype inference for the whole scatter family.
+
+Pure functions: no MindSpore import, no device look-up. Every primitive calls these, and
+the unit tests exercise them alone (tests/test_infer.py). Errors use MindSpore's types
+and one wording: ``For 'ScatterAdd', ... but got ...``.
+
+Shapes are tuples of ints; -1 marks an unknown dimension and a shape containing -2 an
+unknown rank (MindSpore's dynamic shapes); unknown parts are not checked here (the
+kernel checks them again at launch). Dtypes may be MindSpore dtypes, tensor types,
+numpy dtypes or names.
+"""
+
+VALUE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+INDEX_DTYPES = ("int32", "int64")
+
+# The families: reduction x index mode. Scatter* index the first axis of a Parameter,
+# ScatterNd* take the last axis of `indices` as an index vector into a Parameter,
+# TensorScatter* do the same out of place.
+REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
+FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
+
+
+def op_error(exc_type, op, message):
+    """The one error wording: ``For '<op>', <message>``."""
+    return exc_type(f"For '{op}', {message}")
+
+
+def dtype_name(dtype):
+    """'float32' for mindspore.float32, TensorType(Float32), numpy.float32 or 'float32'."""
+    if hasattr(dtype, "element_type"):
+        dtype = dtype.element_type()
+    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    if not isinstance(name, str):
+        name = str(dtype)
+    name = name.lower()
+    return {"float": "float32", "double": "float64", "half": "float16", "bool_": "bool"}.get(name, name)
+
+
+def check_use_locking(op, use_locking):
+    if not isinstance(use_locking, bool):
+        raise op_error(TypeError, op, f"'use_locking' must be a bool, but got {type(use_locking).__name__}.")
+    return use_locking
+
+
+def _known(shape):
+    return all(d >= 0 for d in shape)
+
+
+def _rank_known(shape):
+    return all(d != -2 for d in shape)
+
+
+def _fmt(shape):
+    return str(tuple(shape))
+
+
+def _same_shape(expected, got):
+    if len(expected) != len(got):
+        return False
+    return all(e < 0 or g < 0 or e == g for e, g in zip(expected, got))
+
+
+def scatter_shape(op, x_shape, indices_shape, updates_shape):
+    """Scatter* (first axis): updates.shape == indices.shape + x.shape[1:]. Returns x.shape."""
+    x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
+    if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
+        return x_shape
+    if len(x_shape) < 1:
+        raise op_error(ValueError, op, f"'input_x' must have rank >= 1, but got shape {_fmt(x_shape)}.")
+    expected = indices_shape + x_shape[1:]
+    if not _same_shape(expected, updates_shape):
+        raise op_error(ValueError, op,
+                       f"the shape of 'updates' must be indices.shape + input_x.shape[1:] = {_fmt(expected)} "
+                       f"(indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}), but got {_fmt(updates_shape)}.")
+    return x_shape
+
+
+def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank=1):
+    """ScatterNd*/TensorScatter*: indices[..., :depth] index x's first `depth` axes;
+    updates.shape == indices.shape[:-1] + x.shape[depth:]. Returns x.shape."""
+    x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
+    if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
+        return x_shape
+    if len(indices_shape) < min_indices_rank:
+        raise op_error(ValueError, op,
+                       f"the rank of 'indices' must be >= {min_indices_rank}, but got {len(indices_shape)} "
+                       f"(shape {_fmt(indices_shape)}).")
+    depth = indices_shape[-1]
+    if depth < 0:
+        return x_shape
+    if depth > len(x_shape):
+        raise op_error(ValueError, op,
+                       f"the last dimension of 'indices' must be <= the rank of 'input_x' ({len(x_shape)}), "
+                       f"but got {depth} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}).")
+    expected = indices_shape[:-1] + x_shape[depth:]
+    if not _same_shape(expected, updates_shape):
+        raise op_error(ValueError, op,
+                       f"the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = "
+                       f"{_fmt(expected)} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}), "
+                       f"but got {_fmt(updates_shape)}.")
+    return x_shape
+
+
+def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
+    """indices int32/int64; input_x one of VALUE_DTYPES; updates of input_x's dtype
+    (MindSpore's signature has already converted a lower-priority updates dtype)."""
+    x_name, i_name, u_name = dtype_name(x_dtype), dtype_name(indices_dtype), dtype_name(updates_dtype)
+    if i_name not in INDEX_DTYPES:
+        raise op_error(TypeError, op, f"the dtype of 'indices' must be int32 or int64, but got {i_name}.")
+    if x_name not in VALUE_DTYPES:
+        raise op_error(TypeError, op,
+                       f"the dtype of 'input_x' must be one of {', '.join(VALUE_DTYPES)}, but got {x_name}.")
+    if u_name != x_name:
+        raise op_error(TypeError, op,
+                       f"the dtype of 'updates' must be the dtype of 'input_x' ({x_name}), but got {u_name}.")
+    return x_dtype
+
+
+def family_shape_rule(family):
+    """(shape function, extra kwargs) for a family name."""
+    if family == "Scatter":
+        return scatter_shape, {}
+    if family == "ScatterNd":
+        return scatter_nd_shape, {"min_indices_rank": 1}
+    if family == "TensorScatter":
+        return scatter_nd_shape, {"min_indices_rank": 2}
+    raise ValueError(f"unknown scatter family {family!r}")
+
+
+def infer(op, family, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):
+    """Full inference of one call: returns (output shape, output dtype) = (x.shape, x.dtype)."""
+    rule, kwargs = family_shape_rule(family)
+    dtype = scatter_dtype(op, x_dtype, indices_dtype, updates_dtype)
+    shape = rule(op, x_shape, indices_shape, updates_shape, **kwargs)
+    return shape, dtype

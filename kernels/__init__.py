@@ -1,0 +1,1 @@
+"""ms_scatter kernel libraries (built at install time) and their sources."""

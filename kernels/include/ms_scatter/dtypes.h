@@ -1,0 +1,36 @@
+// ms-scatter: the one list of value dtypes, index dtypes, reductions and index modes.
+// Every instantiation (CPU and GPU) and every exported entry point comes from these
+// X-macros; nothing is written out per dtype or per operator.
+#ifndef MS_SCATTER_DTYPES_H_
+#define MS_SCATTER_DTYPES_H_
+
+#include <cstdint>
+
+#include "ms_scatter/half.h"
+
+// X(MindSpore dtype name, C++ storage type)
+#define MS_SCATTER_VALUE_DTYPES(X) \
+  X(float16, ::ms_scatter::half_t) \
+  X(float32, float)                \
+  X(float64, double)               \
+  X(int8, int8_t)                  \
+  X(int16, int16_t)                \
+  X(int32, int32_t)                \
+  X(int64, int64_t)                \
+  X(uint8, uint8_t)
+
+#define MS_SCATTER_INDEX_DTYPES(X) \
+  X(int32, int32_t)                \
+  X(int64, int64_t)
+
+// X(operator suffix, reduction tag)
+#define MS_SCATTER_REDUCTIONS(X) \
+  X(Add, ::ms_scatter::OpAdd)    \
+  X(Sub, ::ms_scatter::OpSub)    \
+  X(Mul, ::ms_scatter::OpMul)    \
+  X(Div, ::ms_scatter::OpDiv)    \
+  X(Max, ::ms_scatter::OpMax)    \
+  X(Min, ::ms_scatter::OpMin)    \
+  X(Update, ::ms_scatter::OpUpdate)
+
+#endif  // MS_SCATTER_DTYPES_H_

@@ -1,0 +1,96 @@
+// ms-scatter: IEEE binary16 storage type with float conversion (round to nearest even),
+// usable on the host and in CUDA device code.
+#ifndef MS_SCATTER_HALF_H_
+#define MS_SCATTER_HALF_H_
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#define MSS_HALF_HD __host__ __device__ __forceinline__
+#else
+#define MSS_HALF_HD inline
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+#endif
+
+namespace ms_scatter {
+
+struct half_t {
+  uint16_t bits;
+};
+
+MSS_HALF_HD float half_to_float(half_t h) {
+#if defined(__CUDA_ARCH__)
+  __half_raw r; r.x = h.bits; return __half2float(__half(r));
+#elif defined(__F16C__)
+  return _cvtsh_ss(h.bits);
+#else
+  const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
+  uint32_t exp = (h.bits >> 10) & 0x1fu;
+  uint32_t man = h.bits & 0x3ffu;
+  uint32_t f;
+  if (exp == 0) {
+    if (man == 0) {
+      f = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((man & 0x400u) == 0) { man <<= 1; --exp; }
+      man &= 0x3ffu;
+      f = sign | (exp << 23) | (man << 13);
+    }
+  } else if (exp == 0x1f) {
+    f = sign | 0x7f800000u | (man << 13);
+  } else {
+    f = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  float out;
+  std::memcpy(&out, &f, sizeof out);
+  return out;
+#endif
+}
+
+MSS_HALF_HD half_t float_to_half(float v) {
+  half_t h;
+#if defined(__CUDA_ARCH__)
+  __half_raw r = __half_raw(__float2half_rn(v)); h.bits = r.x;
+#elif defined(__F16C__)
+  h.bits = _cvtss_sh(v, 0);  // 0 = round to nearest even
+#else
+  uint32_t f;
+  std::memcpy(&f, &v, sizeof f);
+  const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
+  const uint32_t absf = f & 0x7fffffffu;
+  if (absf >= 0x7f800000u) {  // inf or nan (keep nan quiet)
+    h.bits = sign | 0x7c00u | (absf > 0x7f800000u ? (0x200u | ((absf >> 13) & 0x3ffu)) : 0u);
+    return h;
+  }
+  if (absf >= 0x477ff000u) {  // rounds to >= 65520: overflow to inf
+    h.bits = sign | 0x7c00u;
+    return h;
+  }
+  if (absf < 0x38800000u) {  // below the smallest normal half: subnormal or zero
+    if (absf < 0x33000000u) { h.bits = sign; return h; }  // < 2^-25 rounds to 0
+    const uint32_t exp = absf >> 23;
+    const uint32_t man = (absf & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - exp;  // 14 + (113 - exp) ... into 10-bit subnormal
+    uint32_t res = man >> (shift);
+    const uint32_t rem = man & ((1u << shift) - 1u);
+    const uint32_t half_way = 1u << (shift - 1);
+    if (rem > half_way || (rem == half_way && (res & 1u))) ++res;
+    h.bits = sign | static_cast<uint16_t>(res);
+    return h;
+  }
+  uint32_t res = ((absf >> 13) - (112u << 10));
+  const uint32_t rem = absf & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (res & 1u))) ++res;
+  h.bits = sign | static_cast<uint16_t>(res);
+#endif
+  return h;
+}
+
+}  // namespace ms_scatter
+
+#endif  // MS_SCATTER_HALF_H_

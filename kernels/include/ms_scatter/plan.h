@@ -1,0 +1,165 @@
+// ms-scatter: host-side part shared by every backend: how an aot call's arguments map
+// onto the one engine (ScatterNd with index depth `depth`), index validation, and the
+// error channel (an aot kernel can only return an integer code, so the message is kept
+// here for the Python side to read, and printed to stderr).
+#ifndef MS_SCATTER_PLAN_H_
+#define MS_SCATTER_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ms_scatter/error.h"
+
+namespace ms_scatter {
+
+enum ErrorCode : int {
+  kOk = 0,
+  kBadArguments = 1,    // shapes/dtypes the kernel cannot have been given by our own inference
+  kIndexOutOfRange = 2,
+  kDivisionByZero = 3,
+};
+
+// Index modes: Scatter* index the first axis (depth 1, any index shape);
+// ScatterNd*/TensorScatter* take the last axis of `indices` as the depth.
+enum class IndexMode { kFirstAxis, kNd };
+// Outputs: kToken writes input_x in place and a 1-element token; kReturn writes in place
+// and copies the updated input_x to the output; kTensor leaves input_x alone and writes
+// the result to the output (copy + scatter).
+enum class OutputMode { kToken, kReturn, kTensor };
+
+inline int64_t numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= shape[i];
+  return n;
+}
+
+inline std::string shape_str(int ndim, const int64_t *shape) {
+  std::string s = "(";
+  for (int i = 0; i < ndim; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  if (ndim == 1) s += ",";
+  return s + ")";
+}
+
+// Position of flat element `flat` in an array of shape `shape`, as "(i, j, ...)".
+inline std::string position_str(int64_t flat, int ndim, const int64_t *shape) {
+  std::vector<int64_t> pos(ndim > 0 ? ndim : 0);
+  for (int d = ndim - 1; d >= 0; --d) {
+    if (shape[d] > 0) {
+      pos[d] = flat % shape[d];
+      flat /= shape[d];
+    }
+  }
+  return shape_str(ndim, pos.data());
+}
+
+struct Plan {
+  const char *op = "";
+  int x_ndim = 0;
+  const int64_t *x_shape = nullptr;
+  int idx_ndim = 0;
+  const int64_t *idx_shape = nullptr;
+  int upd_ndim = 0;
+  const int64_t *upd_shape = nullptr;
+  int64_t x_numel = 0;
+  int64_t n = 0;      // number of index vectors
+  int64_t depth = 0;  // components per index vector
+  int64_t slice = 1;  // elements per update slice
+  int64_t strides[16] = {0};  // element stride of each indexed dimension
+};
+
+// Build the plan from the aot arguments (x, indices, updates, out). Our inference has
+// already checked all of this; the kernel checks again so that a direct call cannot
+// read out of bounds.
+inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int64_t **shapes,
+                     Plan *p) {
+  if (nparam != 4) {
+    set_error(kBadArguments, "For '%s', the kernel expects 3 inputs and 1 output, but got %d arguments.",
+              op, nparam);
+    return kBadArguments;
+  }
+  p->op = op;
+  p->x_ndim = ndims[0];
+  p->x_shape = shapes[0];
+  p->idx_ndim = ndims[1];
+  p->idx_shape = shapes[1];
+  p->upd_ndim = ndims[2];
+  p->upd_shape = shapes[2];
+  p->x_numel = numel(p->x_ndim, p->x_shape);
+  const int64_t idx_numel = numel(p->idx_ndim, p->idx_shape);
+  int lead = p->idx_ndim;  // index dims that enumerate index vectors
+  if (mode == IndexMode::kFirstAxis) {
+    p->depth = 1;
+    p->n = idx_numel;
+    if (p->x_ndim < 1) {
+      set_error(kBadArguments, "For '%s', 'input_x' must have rank >= 1, but got shape %s.", op,
+                shape_str(p->x_ndim, p->x_shape).c_str());
+      return kBadArguments;
+    }
+  } else {
+    if (p->idx_ndim < 1) {
+      set_error(kBadArguments, "For '%s', 'indices' must have rank >= 1, but got shape ().", op);
+      return kBadArguments;
+    }
+    p->depth = p->idx_shape[p->idx_ndim - 1];
+    lead = p->idx_ndim - 1;
+    p->n = numel(lead, p->idx_shape);
+  }
+  if (p->depth > p->x_ndim || p->depth > 16) {
+    set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
+              op, p->x_ndim, static_cast<long long>(p->depth));
+    return kBadArguments;
+  }
+  // updates.shape == indices.shape[:lead] + x.shape[depth:]
+  bool ok = p->upd_ndim == lead + (p->x_ndim - static_cast<int>(p->depth));
+  for (int i = 0; ok && i < lead; ++i) ok = p->upd_shape[i] == p->idx_shape[i];
+  for (int i = static_cast<int>(p->depth); ok && i < p->x_ndim; ++i)
+    ok = p->upd_shape[lead + i - p->depth] == p->x_shape[i];
+  if (!ok) {
+    set_error(kBadArguments, "For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
+              op, shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
+              shape_str(p->upd_ndim, p->upd_shape).c_str());
+    return kBadArguments;
+  }
+  p->slice = numel(p->x_ndim - static_cast<int>(p->depth), p->x_shape + p->depth);
+  int64_t stride = p->slice;
+  for (int64_t d = p->depth - 1; d >= 0; --d) {
+    p->strides[d] = stride;
+    stride *= p->x_shape[d];
+  }
+  return kOk;
+}
+
+// Check every index and turn each index vector into the element offset of its slice.
+// Nothing is written to input_x before this has passed.
+template <typename I>
+int index_offsets(const Plan &p, const I *idx, std::vector<int64_t> *offsets) {
+  offsets->resize(static_cast<size_t>(p.n));
+  int64_t *off = offsets->data();
+  for (int64_t k = 0; k < p.n; ++k) {
+    int64_t o = 0;
+    for (int64_t d = 0; d < p.depth; ++d) {
+      const int64_t v = static_cast<int64_t>(idx[k * p.depth + d]);
+      if (v < 0 || v >= p.x_shape[d]) {
+        set_error(kIndexOutOfRange,
+                  "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
+                  "shape %s), but got %lld at position %s of 'indices' (shape %s).",
+                  p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
+                  shape_str(p.x_ndim, p.x_shape).c_str(), static_cast<long long>(v),
+                  position_str(k * p.depth + d, p.idx_ndim, p.idx_shape).c_str(),
+                  shape_str(p.idx_ndim, p.idx_shape).c_str());
+        return kIndexOutOfRange;
+      }
+      o += v * p.strides[d];
+    }
+    off[k] = o;
+  }
+  return kOk;
+}
+
+}  // namespace ms_scatter
+
+#endif  // MS_SCATTER_PLAN_H_

@@ -1,0 +1,86 @@
+// ms-scatter: the reductions, shared by the CPU (C++) and GPU (CUDA) kernels.
+//
+// A reduction is a compile-time tag (OpAdd, OpSub, ...). Reducer<T, Op> says how a
+// destination element of type T is loaded into its accumulator type (float for half),
+// updated with one value, and stored back. Adding a reduction is one tag here and one
+// line in MS_SCATTER_REDUCTIONS (dtypes.h).
+#ifndef MS_SCATTER_REDUCER_H_
+#define MS_SCATTER_REDUCER_H_
+
+#include <cstdint>
+#include <type_traits>
+
+#include "ms_scatter/half.h"
+
+#if defined(__CUDACC__)
+#define MSS_HD __host__ __device__ __forceinline__
+#else
+#define MSS_HD inline
+#endif
+
+namespace ms_scatter {
+
+// Accumulator type: half precision accumulates in float, everything else in itself.
+template <typename T> struct AccOf { using type = T; };
+template <> struct AccOf<half_t> { using type = float; };
+
+template <typename T> MSS_HD typename AccOf<T>::type to_acc(T v) { return v; }
+template <> MSS_HD float to_acc<half_t>(half_t v) { return half_to_float(v); }
+template <typename T> MSS_HD T from_acc(typename AccOf<T>::type v) { return v; }
+template <> MSS_HD half_t from_acc<half_t>(float v) { return float_to_half(v); }
+
+// Integer arithmetic wraps as the dtype does (two's complement, like numpy): do it in
+// the unsigned type so that no signed overflow (undefined behaviour) ever happens.
+template <typename A, bool = std::is_integral<A>::value> struct Arith {
+  MSS_HD static A add(A a, A b) { return a + b; }
+  MSS_HD static A sub(A a, A b) { return a - b; }
+  MSS_HD static A mul(A a, A b) { return a * b; }
+  MSS_HD static A div(A a, A b) { return a / b; }  // IEEE: x/0 = inf or nan
+};
+template <typename A> struct Arith<A, true> {
+  using U = typename std::make_unsigned<A>::type;
+  MSS_HD static A add(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); }
+  MSS_HD static A sub(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); }
+  MSS_HD static A mul(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); }
+  // Truncates toward zero; b == 0 is rejected before any write. MIN / -1 wraps to MIN.
+  MSS_HD static A div(A a, A b) {
+    if (std::is_signed<A>::value && b == static_cast<A>(-1)) return sub(A(0), a);
+    return static_cast<A>(a / b);
+  }
+};
+
+template <typename A> MSS_HD bool is_nan(A v) { return v != v; }  // false for integers
+
+// Reduction tags. update(acc, v) is the new destination value after applying v.
+// Max/Min follow numpy.maximum/minimum: a NaN on either side propagates.
+struct OpAdd { static constexpr const char *name = "Add";
+  template <typename A> MSS_HD static A update(A acc, A v) { return Arith<A>::add(acc, v); } };
+struct OpSub { static constexpr const char *name = "Sub";
+  template <typename A> MSS_HD static A update(A acc, A v) { return Arith<A>::sub(acc, v); } };
+struct OpMul { static constexpr const char *name = "Mul";
+  template <typename A> MSS_HD static A update(A acc, A v) { return Arith<A>::mul(acc, v); } };
+struct OpDiv { static constexpr const char *name = "Div";
+  template <typename A> MSS_HD static A update(A acc, A v) { return Arith<A>::div(acc, v); } };
+struct OpMax { static constexpr const char *name = "Max";
+  template <typename A> MSS_HD static A update(A acc, A v) { return (acc >= v || is_nan(acc)) ? acc : v; } };
+struct OpMin { static constexpr const char *name = "Min";
+  template <typename A> MSS_HD static A update(A acc, A v) { return (acc <= v || is_nan(acc)) ? acc : v; } };
+struct OpUpdate { static constexpr const char *name = "Update";
+  template <typename A> MSS_HD static A update(A, A v) { return v; } };
+
+// Does this reduction reject a zero in `updates` for integer dtypes?
+template <typename Op> struct RejectsZero { static constexpr bool value = false; };
+template <> struct RejectsZero<OpDiv> { static constexpr bool value = true; };
+
+template <typename T, typename Op> struct Reducer {
+  using acc_t = typename AccOf<T>::type;
+  MSS_HD static acc_t load(T v) { return to_acc<T>(v); }
+  MSS_HD static T store(acc_t v) { return from_acc<T>(v); }
+  MSS_HD static acc_t update(acc_t acc, acc_t v) { return Op::template update<acc_t>(acc, v); }
+  // One step on a destination element, rounding once (used when an element sees one update).
+  MSS_HD static void apply(T *dst, T v) { *dst = store(update(load(*dst), load(v))); }
+};
+
+}  // namespace ms_scatter
+
+#endif  // MS_SCATTER_REDUCER_H_

@@ -1,0 +1,21 @@
+"""ms_scatter: MindSpore's scatter family (21 primitives, 21 functions) on our own kernels.
+
+    import ms_scatter
+    out = ms_scatter.ScatterAdd()(param, indices, updates)
+    out = ms_scatter.scatter_add(param, indices, updates)
+    y = ms_scatter.tensor_scatter_max(x, indices, updates)
+
+See README.md for the policies and what each call path costs.
+"""
+from . import infer
+from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
+                   CPU_LIBRARY, GPU_LIBRARY)
+from .primitives import FUNCTIONS, PRIMITIVES
+
+__version__ = "0.1.0"
+
+globals().update(PRIMITIVES)
+globals().update(FUNCTIONS)
+
+__all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
+    "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error"]

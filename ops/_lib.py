@@ -1,0 +1,87 @@
+"""Where the kernel libraries are, and how a kernel's error code becomes a Python error.
+
+The libraries are built by ``pip install .`` (setup.py) into ``ms_scatter/kernels/``;
+nothing is compiled at import or first call.
+"""
+import ctypes
+import os
+
+from mindspore import context
+
+# ops/ is installed as the package ms_scatter and kernels/ as ms_scatter.kernels.
+KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
+CPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_cpu.so")
+GPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_gpu.so")
+
+# Error codes returned by the kernels (kernels/include/ms_scatter/plan.h).
+BAD_ARGUMENTS, INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO = 1, 2, 3
+
+
+class ScatterIndexError(IndexError, RuntimeError):
+    """An index value outside input_x. Catchable as IndexError or RuntimeError."""
+
+
+class ScatterZeroDivisionError(ZeroDivisionError, RuntimeError):
+    """An integer ScatterDiv-family call with a zero in updates."""
+
+
+class ScatterKernelError(RuntimeError):
+    """Any other kernel failure."""
+
+
+_ERROR_TYPES = {INDEX_OUT_OF_RANGE: ScatterIndexError, DIVISION_BY_ZERO: ScatterZeroDivisionError}
+
+
+def library_path(target=None):
+    """The kernel library for a device target ('CPU' or 'GPU')."""
+    target = target or context.get_context("device_target")
+    path = GPU_LIBRARY if target == "GPU" else CPU_LIBRARY
+    if not os.path.exists(path):
+        raise RuntimeError(
+            f"ms_scatter: no {target} kernel library at {path}. It is built by 'pip install .'; "
+            + ("the GPU library is built only where a CUDA compiler was found at install time."
+               if target == "GPU" else "reinstall the package."))
+    if ":" in path:
+        raise RuntimeError(f"ms_scatter: MindSpore's Custom op cannot load a library from a path with ':' ({path}).")
+    return path
+
+
+def kernel_func(entry, target=None):
+    """The ``func`` string of ops.Custom for one exported entry point."""
+    return f"{library_path(target)}:{entry}"
+
+
+_handles = {}
+
+
+def _handle(path):
+    if path not in _handles:
+        lib = ctypes.CDLL(path)
+        lib.ms_scatter_last_error.restype = ctypes.c_int
+        lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong)]
+        _handles[path] = lib
+    return _handles[path]
+
+
+def last_error(target=None):
+    """(code, message, count) of the last error a kernel of this library reported.
+
+    In GRAPH mode MindSpore turns a kernel's error code into a generic RuntimeError; the
+    kernel also prints its message to stderr, and this function returns it."""
+    lib = _handle(library_path(target))
+    buf = ctypes.create_string_buffer(1024)
+    count = ctypes.c_ulonglong(0)
+    code = lib.ms_scatter_last_error(buf, len(buf), ctypes.byref(count))
+    return code, buf.value.decode("utf-8", "replace"), count.value
+
+
+def error_count(target=None):
+    return last_error(target)[2]
+
+
+def raise_kernel_error(before_count, original, target=None):
+    """Re-raise MindSpore's generic kernel failure as our own error with the kernel's message."""
+    code, message, count = last_error(target)
+    if count == before_count:
+        raise original
+    raise _ERROR_TYPES.get(code, ScatterKernelError)(message) from None

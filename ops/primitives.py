@@ -1,0 +1,170 @@
+"""The 21 primitives and 21 functions, generated from one table (infer.FAMILIES x
+infer.REDUCTIONS) over three base classes. No primitive body is written per operator.
+
+How a call runs, and what it costs (x = input_x, u = updates):
+
+* ``scatter_add(x, i, u)`` and the other in-place functions, in any mode: the kernel
+  writes the Parameter's own buffer and returns a 1-element token; the function returns
+  ``Depend(x, token)``, i.e. the updated Parameter itself (in PYNATIVE a Tensor sharing
+  its memory). Cost O(u).
+* ``ScatterAdd()(x, i, u)`` in PYNATIVE: ``__call__`` takes the same path. Cost O(u).
+* ``ScatterAdd()(x, i, u)`` in GRAPH mode / under jit (where MindSpore ignores
+  ``__call__``): the primitive's own kernel writes x in place and copies the updated x
+  into the primitive's output (an aot output never aliases an input). Cost O(u) + O(x).
+* ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
+"""
+from mindspore import Parameter, Tensor, ops
+from mindspore.common import dtype as mstype
+from mindspore.graph.api import _pynative_executor
+from mindspore.ops import signature as sig
+from mindspore.ops.operations import Depend as _MsDepend
+
+from . import infer
+from ._lib import error_count, kernel_func, raise_kernel_error
+
+_IN_PLACE_SIGNATURE = (
+    sig.make_sig('x', sig.sig_rw.RW_WRITE, dtype=sig.sig_dtype.T),
+    sig.make_sig('indices', dtype=sig.sig_dtype.T1),
+    sig.make_sig('updates', dtype=sig.sig_dtype.T),
+)
+
+
+class _ScatterKernel(ops.Custom):
+    """One aot entry point of the kernel library, with ms_scatter's own inference."""
+
+    def _setup(self, op_name, family, entry, token=False, side_effect=False):
+        self.op_name = op_name
+        self.family = family
+        self._token = token
+        super().__init__(kernel_func(entry), out_shape=self._infer_shape, out_dtype=self._infer_dtype,
+                         func_type="aot")
+        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
+        if side_effect:
+            self.add_prim_attr('side_effect_mem', True)
+
+    def _infer_shape(self, x_shape, indices_shape, updates_shape):
+        rule, kwargs = infer.family_shape_rule(self.family)
+        shape = rule(self.op_name, x_shape, indices_shape, updates_shape, **kwargs)
+        return (1,) if self._token else shape
+
+    def _infer_dtype(self, x_dtype, indices_dtype, updates_dtype):
+        dtype = infer.scatter_dtype(self.op_name, x_dtype, indices_dtype, updates_dtype)
+        return mstype.int32 if self._token else dtype
+
+    def __infer__(self, input_x, indices, updates):
+        # dtype rules first (as MindSpore's scatter ops check them), then shapes.
+        dtype = self._infer_dtype(input_x["dtype"], indices["dtype"], updates["dtype"])
+        shape = self._infer_shape(input_x["shape"], indices["shape"], updates["shape"])
+        return {"shape": shape, "dtype": dtype, "value": None}
+
+    def __call__(self, *args):
+        # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
+        # the kernel so that a bad index raises here, with the kernel's own message.
+        before = error_count()
+        try:
+            out = super().__call__(*args)
+            _pynative_executor.sync()
+        except RuntimeError as err:
+            raise_kernel_error(before, err)
+        return out
+
+
+class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode compiles
+    """``Depend(input_x, token)``: in a graph, the updated input_x ordered after the kernel.
+    In PYNATIVE (where MindSpore calls ``__call__``) a Tensor sharing the Parameter's
+    memory, so that the result prints and behaves like the built-ins' output (O(1))."""
+
+    def __call__(self, value, expr):
+        return Tensor(value) if isinstance(value, Parameter) else value
+
+
+_result = Depend()
+
+
+class _InPlaceKernel(_ScatterKernel):
+    """In place on a Parameter, 1-element token output: the O(updates) path."""
+    __mindspore_signature__ = _IN_PLACE_SIGNATURE
+
+    def __init__(self, op_name, family):
+        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True)
+
+
+class _InPlaceScatter(_ScatterKernel):
+    """Base of Scatter* and ScatterNd*: in place on a Parameter, returns the updated input_x."""
+    __mindspore_signature__ = _IN_PLACE_SIGNATURE
+    _op = _family = None
+    _function = None  # the functional form, set when the class is made
+
+    def __init__(self, use_locking=False):
+        infer.check_use_locking(self._op, use_locking)
+        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True)
+        self.add_prim_attr('use_locking', use_locking)
+        self.use_locking = use_locking
+
+    def __call__(self, input_x, indices, updates):
+        # PYNATIVE: the O(updates) path; the result is the updated Parameter itself.
+        return type(self)._function(input_x, indices, updates)
+
+
+class _TensorScatter(_ScatterKernel):
+    """Base of TensorScatter*: out of place, input_x unchanged."""
+    _op = _family = None
+
+    def __init__(self):
+        self._setup(self._op, self._family, self._op)
+
+
+def _function_name(op):
+    out = []
+    for ch in op:
+        if ch.isupper() and out:
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out)  # ScatterNdAdd -> scatter_nd_add, TensorScatterMax -> tensor_scatter_max
+
+
+_FORMULA = {
+    "Add": "x[idx] += updates", "Sub": "x[idx] -= updates", "Mul": "x[idx] *= updates",
+    "Div": "x[idx] /= updates", "Max": "x[idx] = maximum(x[idx], updates)",
+    "Min": "x[idx] = minimum(x[idx], updates)", "Update": "x[idx] = updates",
+}
+_INDEXING = {
+    "Scatter": "in place on a Parameter; `indices` (int32/int64, any shape) index the first axis; "
+               "updates.shape == indices.shape + input_x.shape[1:].",
+    "ScatterNd": "in place on a Parameter; indices[..., :d] (d = indices.shape[-1]) index the first d axes; "
+                 "updates.shape == indices.shape[:-1] + input_x.shape[d:].",
+    "TensorScatter": "out of place (input_x unchanged); indices of rank >= 2, indices[..., :d] index the first d "
+                     "axes; updates.shape == indices.shape[:-1] + input_x.shape[d:].",
+}
+
+
+def _make(family, reduction):
+    op = family + reduction
+    doc = (f"{op}: {_FORMULA[reduction]}, {_INDEXING[family]} Duplicate indices apply in index order; "
+           f"see the README for the policies (out-of-range indices, division by zero, NaN).")
+    attrs = {"_op": op, "_family": family, "__doc__": doc, "__module__": "ms_scatter"}
+    if family == "TensorScatter":
+        cls = type(op, (_TensorScatter,), attrs)
+        kernel = cls()
+
+        def function(input_x, indices, updates):
+            return kernel(input_x, indices, updates)
+    else:
+        cls = type(op, (_InPlaceScatter,), attrs)
+        kernel = _InPlaceKernel(op, family)
+
+        def function(input_x, indices, updates):
+            return _result(input_x, kernel(input_x, indices, updates))
+        cls._function = staticmethod(function)
+    function.__name__ = function.__qualname__ = _function_name(op)
+    function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
+    return cls, function
+
+
+PRIMITIVES = {}
+FUNCTIONS = {}
+for _family in infer.FAMILIES:
+    for _reduction in infer.REDUCTIONS:
+        _cls, _fn = _make(_family, _reduction)
+        PRIMITIVES[_cls.__name__] = _cls
+        FUNCTIONS[_fn.__name__] = _fn

@@ -1,0 +1,180 @@
+"""The numpy loop oracle and a direct (no MindSpore) caller of the kernel library.
+
+Both are used by tests/, st/ and the benchmark. The oracle applies the index vectors one
+at a time, in index order, with the project's policies:
+
+* float16 accumulates in float32: each destination slice starts from input_x, takes all
+  of its updates in index order in float32, and is rounded to float16 once;
+* Max/Min propagate a NaN from either side (numpy.maximum/minimum's rule);
+* integer Add/Sub/Mul wrap as the dtype does; integer Div truncates toward zero,
+  MIN / -1 wraps to MIN, and a zero in updates is an error before anything is written;
+* an index outside [0, dim) is an error before anything is written.
+"""
+import ctypes
+
+import numpy as np
+
+from . import infer
+
+
+class OracleIndexError(IndexError):
+    pass
+
+
+class OracleZeroDivisionError(ZeroDivisionError):
+    pass
+
+
+def split_op(op):
+    """'ScatterNdAdd' -> ('ScatterNd', 'Add')."""
+    for family in sorted(infer.FAMILIES, key=len, reverse=True):
+        if op.startswith(family) and op[len(family):] in infer.REDUCTIONS:
+            return family, op[len(family):]
+    raise ValueError(f"unknown operator {op!r}")
+
+
+def _trunc_div(a, b):
+    with np.errstate(all="ignore"):
+        q = np.floor_divide(a, b)
+        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+        q = q + fix.astype(q.dtype)
+        return np.where(b == -1, np.negative(a), q).astype(a.dtype) if np.issubdtype(a.dtype, np.signedinteger) \
+            else q.astype(a.dtype)
+
+
+def reduce_step(reduction, acc, v):
+    """One update of destination values `acc` by values `v` (same dtype)."""
+    with np.errstate(all="ignore"):
+        if reduction == "Add":
+            return acc + v
+        if reduction == "Sub":
+            return acc - v
+        if reduction == "Mul":
+            return acc * v
+        if reduction == "Div":
+            return _trunc_div(acc, v) if np.issubdtype(acc.dtype, np.integer) else acc / v
+        if reduction == "Max":
+            return np.where((acc >= v) | np.isnan(acc) if acc.dtype.kind == "f" else (acc >= v), acc, v)
+        if reduction == "Min":
+            return np.where((acc <= v) | np.isnan(acc) if acc.dtype.kind == "f" else (acc <= v), acc, v)
+        if reduction == "Update":
+            return v.copy()
+    raise ValueError(reduction)
+
+
+def oracle(op, x, indices, updates):
+    """Result of `op` (e.g. 'ScatterAdd') applied to numpy arrays; input arrays unchanged."""
+    family, reduction = split_op(op)
+    x = np.asarray(x)
+    indices = np.asarray(indices)
+    updates = np.asarray(updates, dtype=x.dtype)
+    if family == "Scatter":
+        vectors = indices.reshape(-1, 1)
+        depth = 1
+    else:
+        depth = indices.shape[-1]
+        vectors = indices.reshape(-1, depth)
+    slice_shape = x.shape[depth:]
+    upd = updates.reshape((vectors.shape[0],) + slice_shape)
+    for k, vec in enumerate(vectors):
+        for d, v in enumerate(vec):
+            if v < 0 or v >= x.shape[d]:
+                raise OracleIndexError(f"index {int(v)} at vector {k} out of range [0, {x.shape[d]})")
+    if reduction == "Div" and np.issubdtype(x.dtype, np.integer) and np.any(upd == 0):
+        raise OracleZeroDivisionError("integer division by zero")
+    acc_dtype = np.float32 if x.dtype == np.float16 else x.dtype
+    work = x.astype(acc_dtype, copy=True)
+    for k, vec in enumerate(vectors):
+        dest = tuple(int(v) for v in vec)
+        work[dest] = reduce_step(reduction, work[dest], upd[k].astype(acc_dtype))
+    return work.astype(x.dtype)
+
+
+def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, depth=None):
+    """A seeded random (x, indices, updates) for `op`; `n_index` index vectors arranged in
+    a 2-d batch shape when possible; values avoid zero for integer Div."""
+    family, reduction = split_op(op)
+    dtype = np.dtype(dtype)
+    if family == "Scatter":
+        depth = 1
+    elif depth is None:
+        depth = min(len(x_shape), 2)
+    x = _values(rng, x_shape, dtype, reduction)
+    dims = x_shape[:depth]
+    if duplicates or n_index > int(np.prod(dims)):
+        cols = [rng.integers(0, max(d, 1), size=n_index) for d in dims]
+    else:
+        flat = rng.permutation(int(np.prod(dims)))[:n_index]
+        cols = list(np.unravel_index(flat, dims)) if depth else []
+    vectors = np.stack(cols, axis=-1) if depth else np.zeros((n_index, 0), np.int64)
+    batch = (n_index // 2, 2) if n_index % 2 == 0 and n_index >= 4 else (n_index,)
+    if family == "Scatter":
+        indices = vectors.reshape(batch).astype(index_dtype)
+    else:
+        indices = vectors.reshape(batch + (depth,)).astype(index_dtype)
+    updates = _values(rng, batch + tuple(x_shape[depth:]), dtype, reduction)
+    return x, indices, updates
+
+
+def _values(rng, shape, dtype, reduction):
+    if dtype.kind == "f":
+        v = rng.standard_normal(shape) * 4
+        if reduction in ("Mul", "Div"):
+            v = np.where(np.abs(v) < 0.25, 1.5, v)
+        return v.astype(dtype)
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -20), min(info.max, 20)
+    v = rng.integers(lo, hi + 1, size=shape)
+    if reduction in ("Mul", "Div"):
+        v = np.where(v == 0, 3 if reduction == "Div" else 2, v)
+        if reduction == "Mul":
+            v = np.clip(v, -3 if info.min < 0 else 1, 3)
+    return v.astype(dtype)
+
+
+# ---------------------------------------------------------------- direct kernel calls
+
+_lib_cache = {}
+
+
+def kernel_library(path=None):
+    from ._lib import CPU_LIBRARY
+    path = path or CPU_LIBRARY
+    if path not in _lib_cache:
+        lib = ctypes.CDLL(path)
+        _lib_cache[path] = lib
+    return _lib_cache[path]
+
+
+def entry_name(op, output="token"):
+    """Entry point of `op` in the library: Scatter*/ScatterNd* have '_token' (in place,
+    1-element output) and '_return' (in place + copy); TensorScatter* one entry."""
+    family, _ = split_op(op)
+    return op if family == "TensorScatter" else f"{op}_{output}"
+
+
+def call_kernel(op, x, indices, updates, output="token", library=None):
+    """Run one entry point on numpy arrays exactly as MindSpore would call it.
+
+    Returns (return code, x after the call, output array). `x` itself is not modified:
+    the kernel works on a copy."""
+    entry = entry_name(op, output)
+    lib = kernel_library(library)
+    fn = getattr(lib, entry)
+    fn.restype = ctypes.c_int
+    x = np.ascontiguousarray(np.array(x, copy=True))
+    indices = np.ascontiguousarray(indices)
+    updates = np.ascontiguousarray(updates)
+    if entry.endswith("_token"):
+        out = np.zeros((1,), np.int32)
+    else:
+        out = np.zeros_like(x)
+    arrays = [x, indices, updates, out]
+    params = (ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays])
+    ndims = (ctypes.c_int * 4)(*[a.ndim for a in arrays])
+    shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
+    shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(
+        *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in shape_bufs])
+    dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in arrays])
+    rc = fn(4, params, ndims, shapes, dtypes, None, None)
+    return rc, x, out
