@@ -54,8 +54,8 @@ setup(
             CPU_LIBRARY,
             sources=["kernels/cpu/scatter_cpu.cc"],
             include_dirs=["kernels/include"],
-            depends=[os.path.join("kernels/include/ms_scatter", f)
-                     for f in os.listdir(os.path.join(HERE, "kernels/include/ms_scatter"))],
+            depends=[os.path.join(d, f) for d in ("kernels/include/ms_scatter", "kernels/cpu")
+                     for f in sorted(os.listdir(os.path.join(HERE, d))) if f.endswith(".h")],
             language="c++",
             extra_compile_args=cpu_flags(),
             extra_link_args=["-pthread"],

@@ -116,6 +116,44 @@ def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
     return x_dtype
 
 
+_INT_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64")
+_FLOAT_ORDER = ("float16", "float32", "float64")
+
+
+def promote(a, b):
+    """The dtype MindSpore's implicit conversion gives two tensors of dtypes a and b:
+    the wider of two floats or two integers (uint8 with int8 gives int16), the float
+    when one is a float and one an integer."""
+    a, b = dtype_name(a), dtype_name(b)
+    if a == b:
+        return a
+    fa, fb = a in _FLOAT_ORDER, b in _FLOAT_ORDER
+    if fa and fb:
+        return max(a, b, key=_FLOAT_ORDER.index)
+    if fa or fb:
+        return a if fa else b
+    if {a, b} == {"uint8", "int8"}:
+        return "int16"
+    if a in _INT_ORDER and b in _INT_ORDER:
+        return max(a, b, key=_INT_ORDER.index)
+    return a
+
+
+def in_place_updates_dtype(op, x_dtype, updates_dtype):
+    """In-place ops: updates are converted to input_x's dtype when input_x's is the
+    higher one; a conversion that would need input_x (a Parameter) converted is refused."""
+    x_name, u_name = dtype_name(x_dtype), dtype_name(updates_dtype)
+    target = promote(x_name, u_name)
+    if target != x_name:
+        def ms_name(n):
+            return "UInt" + n[4:] if n.startswith("uint") else n.capitalize()
+        raise op_error(TypeError, op,
+                       f"Data type conversion is not supported for a 'Parameter', nor for the input tensor of an "
+                       f"in-place operator, the argument[input_x]'s data type of primitive[{op}] is "
+                       f"{ms_name(x_name)}, which cannot be converted to data type {ms_name(target)} automatically.")
+    return x_name
+
+
 def family_shape_rule(family):
     """(shape function, extra kwargs) for a family name."""
     if family == "Scatter":

@@ -57,9 +57,21 @@ class _ScatterKernel(ops.Custom):
         shape = self._infer_shape(input_x["shape"], indices["shape"], updates["shape"])
         return {"shape": shape, "dtype": dtype, "value": None}
 
+    def _convert(self, input_x, indices, updates):
+        """PYNATIVE: MindSpore caches a signature per primitive name, and every Custom op
+        is named "Custom", so the implicit conversion is done here, by the op's own rule."""
+        if isinstance(input_x, Tensor) and isinstance(updates, Tensor) and input_x.dtype != updates.dtype:
+            if getattr(self, '__mindspore_signature__', None) is _IN_PLACE_SIGNATURE:
+                updates = updates.astype(getattr(mstype, infer.in_place_updates_dtype(
+                    self.op_name, input_x.dtype, updates.dtype)))
+            else:
+                infer.scatter_dtype(self.op_name, input_x.dtype, indices.dtype, updates.dtype)
+        return input_x, indices, updates
+
     def __call__(self, *args):
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
         # the kernel so that a bad index raises here, with the kernel's own message.
+        args = self._convert(*args)
         before = error_count()
         try:
             out = super().__call__(*args)

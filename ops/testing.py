@@ -153,28 +153,42 @@ def entry_name(op, output="token"):
     return op if family == "TensorScatter" else f"{op}_{output}"
 
 
+class KernelCall:
+    """A prepared call of one entry point on numpy buffers (no copies): `run()` launches
+    the kernel on them exactly as MindSpore would and returns its code. `x` is updated in
+    place by the in-place entries. Used by call_kernel and the benchmark."""
+
+    def __init__(self, op, x, indices, updates, output="token", library=None, out=None):
+        self.entry = entry_name(op, output)
+        self.fn = getattr(kernel_library(library), self.entry)
+        self.fn.restype = ctypes.c_int
+        if out is None:
+            out = np.zeros((1,), np.int32) if self.entry.endswith("_token") else np.zeros_like(x)
+        self.arrays = arrays = [x, indices, updates, out]
+        for a in arrays:
+            if not a.flags.c_contiguous:
+                raise ValueError("KernelCall needs C-contiguous arrays")
+        self.params = (ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays])
+        self.ndims = (ctypes.c_int * 4)(*[a.ndim for a in arrays])
+        self._shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
+        self.shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(
+            *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in self._shape_bufs])
+        self.dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in arrays])
+
+    @property
+    def out(self):
+        return self.arrays[3]
+
+    def run(self):
+        return self.fn(4, self.params, self.ndims, self.shapes, self.dtypes, None, None)
+
+
 def call_kernel(op, x, indices, updates, output="token", library=None):
     """Run one entry point on numpy arrays exactly as MindSpore would call it.
 
-    Returns (return code, x after the call, output array). `x` itself is not modified:
-    the kernel works on a copy."""
-    entry = entry_name(op, output)
-    lib = kernel_library(library)
-    fn = getattr(lib, entry)
-    fn.restype = ctypes.c_int
+    Returns (return code, x after the call, output array). The caller's `x` is not
+    modified: the kernel works on a copy."""
     x = np.ascontiguousarray(np.array(x, copy=True))
-    indices = np.ascontiguousarray(indices)
-    updates = np.ascontiguousarray(updates)
-    if entry.endswith("_token"):
-        out = np.zeros((1,), np.int32)
-    else:
-        out = np.zeros_like(x)
-    arrays = [x, indices, updates, out]
-    params = (ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays])
-    ndims = (ctypes.c_int * 4)(*[a.ndim for a in arrays])
-    shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
-    shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(
-        *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in shape_bufs])
-    dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in arrays])
-    rc = fn(4, params, ndims, shapes, dtypes, None, None)
-    return rc, x, out
+    call = KernelCall(op, x, np.ascontiguousarray(indices), np.ascontiguousarray(updates), output, library)
+    rc = call.run()
+    return rc, x, call.out

@@ -10,6 +10,9 @@
 //   Scatter<Op>_return / ScatterNd<Op>_return  in place, plus a copy of the result
 //   TensorScatter<Op>                          out of place (input_x untouched)
 #include <algorithm>
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -20,6 +23,7 @@
 #include "ms_scatter/dtypes.h"
 #include "ms_scatter/plan.h"
 #include "ms_scatter/reducer.h"
+#include "thread_pool.h"
 
 namespace ms_scatter {
 namespace {
@@ -46,37 +50,239 @@ int check_nonzero(const Plan &p, const T *upd) {
   return kOk;
 }
 
-// Accumulator == storage type: apply the updates in index order, one slice at a time.
+// ---------------------------------------------------------------------------------
+// Deterministic parallel plan: every destination slice is owned by exactly one thread,
+// and each thread applies its updates in index order, so the result equals the serial
+// one bit for bit at any thread count.
+
+constexpr int64_t kParallelMinWork = int64_t(1) << 18;  // elements (n * slice) below which one thread runs
+constexpr int64_t kFewRowsBytes = int64_t(1) << 20;      // touched span below which one thread runs
+constexpr int kBinsPerThread = 64;
+constexpr int64_t kBlockBytes = int64_t(256) << 10;     // float accumulators of one destination block
+
+struct Work {
+  int threads = 1;
+  std::vector<int64_t> pos;    // positions k, grouped by owning thread, index order within a group
+  std::vector<int64_t> begin;  // group t is pos[begin[t], begin[t+1])
+};
+
+inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size) {
+  const int avail = ThreadPool::instance().num_threads();
+  if (avail <= 1 || p.n * p.slice < kParallelMinWork || p.n < 2 * avail) return 1;
+  // All updates on a few rows: the work stays in cache and one thread is faster.
+  if ((max_off - min_off + p.slice) * static_cast<int64_t>(elem_size) < kFewRowsBytes) return 1;
+  return avail;
+}
+
+// Split positions [0, n) among `threads` owners by destination, balancing counts with a
+// histogram of the offsets.
+inline void partition(const int64_t *off, int64_t n, int64_t min_off, int64_t max_off, int threads,
+                      Work *w) {
+  w->threads = threads;
+  const int bins = threads * kBinsPerThread;
+  const double scale = static_cast<double>(bins) / static_cast<double>(max_off - min_off + 1);
+  auto bin_of = [&](int64_t o) {
+    int b = static_cast<int>(static_cast<double>(o - min_off) * scale);
+    return b < bins ? b : bins - 1;
+  };
+  // Per chunk (one per thread, contiguous in index order) bin counts.
+  std::vector<int64_t> counts(static_cast<size_t>(threads) * bins, 0);
+  const int64_t chunk = (n + threads - 1) / threads;
+  auto chunk_range = [&](int c, int64_t *lo, int64_t *hi) {
+    *lo = std::min<int64_t>(n, c * chunk);
+    *hi = std::min<int64_t>(n, *lo + chunk);
+  };
+  ThreadPool &pool = ThreadPool::instance();
+  auto count_fn = [&](int c) {
+    int64_t lo, hi;
+    chunk_range(c, &lo, &hi);
+    int64_t *cnt = counts.data() + static_cast<size_t>(c) * bins;
+    for (int64_t k = lo; k < hi; ++k) ++cnt[bin_of(off[k])];
+  };
+  if (!pool.run(threads, count_fn))
+    for (int c = 0; c < threads; ++c) count_fn(c);
+  // Bins -> owners: contiguous runs of bins with about n / threads updates each.
+  std::vector<int> owner(static_cast<size_t>(bins));
+  {
+    int64_t acc = 0;
+    int t = 0;
+    for (int b = 0; b < bins; ++b) {
+      int64_t total = 0;
+      for (int c = 0; c < threads; ++c) total += counts[static_cast<size_t>(c) * bins + b];
+      if (t < threads - 1 && acc > 0 && acc + total / 2 > (t + 1) * n / threads) ++t;
+      owner[b] = t;
+      acc += total;
+    }
+  }
+  // Start of each (owner, chunk) run in pos: owner-major, chunk order inside.
+  std::vector<int64_t> start(static_cast<size_t>(threads) * threads, 0);  // [chunk][owner]
+  w->begin.assign(static_cast<size_t>(threads) + 1, 0);
+  {
+    std::vector<int64_t> per(static_cast<size_t>(threads) * threads, 0);
+    for (int c = 0; c < threads; ++c)
+      for (int b = 0; b < bins; ++b) per[static_cast<size_t>(c) * threads + owner[b]] += counts[static_cast<size_t>(c) * bins + b];
+    int64_t run = 0;
+    for (int t = 0; t < threads; ++t) {
+      w->begin[t] = run;
+      for (int c = 0; c < threads; ++c) {
+        start[static_cast<size_t>(c) * threads + t] = run;
+        run += per[static_cast<size_t>(c) * threads + t];
+      }
+    }
+    w->begin[threads] = run;
+  }
+  w->pos.resize(static_cast<size_t>(n));
+  auto fill_fn = [&](int c) {
+    int64_t lo, hi;
+    chunk_range(c, &lo, &hi);
+    int64_t *st = start.data() + static_cast<size_t>(c) * threads;
+    for (int64_t k = lo; k < hi; ++k) w->pos[st[owner[bin_of(off[k])]]++] = k;
+  };
+  if (!pool.run(threads, fill_fn))
+    for (int c = 0; c < threads; ++c) fill_fn(c);
+}
+
+// Accumulator == storage type: apply the updates of positions pos[0..m) in order, one
+// slice at a time, prefetching destinations a few updates ahead.
 template <typename T, typename Op>
-void apply_direct(T *dst, const T *upd, const int64_t *off, int64_t n, int64_t slice) {
+void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
   using R = Reducer<T, Op>;
-  for (int64_t k = 0; k < n; ++k) {
+  constexpr int64_t kAhead = 8;
+  const int64_t lines = std::min<int64_t>((slice * static_cast<int64_t>(sizeof(T)) + 63) / 64, 8);
+  for (int64_t q = 0; q < m; ++q) {
+    const int64_t k = pos ? pos[q] : q;
+    if (q + kAhead < m) {
+      const char *pf = reinterpret_cast<const char *>(dst + off[pos ? pos[q + kAhead] : q + kAhead]);
+      for (int64_t l = 0; l < lines; ++l) __builtin_prefetch(pf + 64 * l, 1);
+    }
     T *__restrict d = dst + off[k];
     const T *__restrict u = upd + k * slice;
     for (int64_t j = 0; j < slice; ++j) d[j] = R::update(d[j], u[j]);
   }
 }
 
-// Half precision: group the updates by destination (keeping index order inside a
-// group), accumulate each destination slice in float and round once.
+// Row conversions between a storage type and its accumulator (F16C: 8 lanes at a time).
+template <typename T>
+inline void load_row(const T *src, typename AccOf<T>::type *dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = to_acc<T>(src[j]);
+}
+template <typename T>
+inline void store_row(const typename AccOf<T>::type *src, T *dst, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = from_acc<T>(src[j]);
+}
+#if defined(__F16C__) && defined(__AVX__)
+template <>
+inline void load_row<half_t>(const half_t *src, float *dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + j))));
+  for (; j < n; ++j) dst[j] = half_to_float(src[j]);
+}
+template <>
+inline void store_row<half_t>(const float *src, half_t *dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; j < n; ++j) dst[j] = float_to_half(src[j]);
+}
+#endif
+
+// Half precision: group positions pos[0..m) by destination (keeping index order inside
+// a group), accumulate each destination slice in float and round once.
 template <typename T, typename Op>
-void apply_grouped(T *dst, const T *upd, const int64_t *off, int64_t n, int64_t slice) {
+void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
   using R = Reducer<T, Op>;
   using A = typename R::acc_t;
-  std::vector<std::pair<int64_t, int64_t>> order(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) order[k] = {off[k], k};
-  std::sort(order.begin(), order.end());  // (offset, position): index order within a destination
-  std::vector<A> acc(static_cast<size_t>(slice));
-  for (int64_t g = 0; g < n;) {
-    const int64_t o = order[g].first;
-    T *d = dst + o;
-    for (int64_t j = 0; j < slice; ++j) acc[j] = R::load(d[j]);
-    for (; g < n && order[g].first == o; ++g) {
-      const T *u = upd + order[g].second * slice;
-      for (int64_t j = 0; j < slice; ++j) acc[j] = R::update(acc[j], R::load(u[j]));
-    }
-    for (int64_t j = 0; j < slice; ++j) d[j] = R::store(acc[j]);
+  if (m == 0 || slice == 0) return;
+  std::vector<int64_t> order(static_cast<size_t>(m));
+  for (int64_t q = 0; q < m; ++q) order[q] = pos ? pos[q] : q;
+  int64_t lo = off[order[0]], hi = lo;
+  for (int64_t q = 1; q < m; ++q) {
+    lo = std::min(lo, off[order[q]]);
+    hi = std::max(hi, off[order[q]]);
   }
+  const int64_t span = (hi - lo) / slice + 1;  // destination slices between the extremes
+  std::vector<A> val_buf(static_cast<size_t>(slice));
+  A *__restrict val = val_buf.data();
+  if (span <= 4 * m + 1024) {
+    // Dense: counting-sort the positions (stably) into destination blocks whose float
+    // accumulators fit in L2, then take each block's updates in index order.
+    const int64_t rows = std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A))));
+    const int64_t blocks = (span + rows - 1) / rows;
+    std::vector<int64_t> start(static_cast<size_t>(blocks) + 1, 0);
+    for (int64_t q = 0; q < m; ++q) ++start[(off[order[q]] - lo) / slice / rows + 1];
+    for (int64_t b = 0; b < blocks; ++b) start[b + 1] += start[b];
+    std::vector<int64_t> sorted(static_cast<size_t>(m));
+    {
+      std::vector<int64_t> fill(start.begin(), start.end() - 1);
+      for (int64_t q = 0; q < m; ++q) sorted[fill[(off[order[q]] - lo) / slice / rows]++] = order[q];
+    }
+    std::vector<A> acc_buf(static_cast<size_t>(rows * slice));
+    std::vector<unsigned char> touched(static_cast<size_t>(rows));
+    A *__restrict acc = acc_buf.data();
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (start[b] == start[b + 1]) continue;
+      const int64_t base = lo + b * rows * slice;  // element offset of the block's first slice
+      std::fill(touched.begin(), touched.end(), 0);
+      for (int64_t q = start[b]; q < start[b + 1]; ++q) {
+        const int64_t k = sorted[q];
+        const int64_t r = (off[k] - base) / slice;
+        A *a = acc + r * slice;
+        if (!touched[r]) {
+          load_row(dst + off[k], a, slice);
+          touched[r] = 1;
+        }
+        load_row(upd + k * slice, val, slice);
+        for (int64_t j = 0; j < slice; ++j) a[j] = R::update(a[j], val[j]);
+      }
+      for (int64_t r = 0; r < rows; ++r)
+        if (touched[r]) store_row(acc + r * slice, dst + base + r * slice, slice);
+    }
+    return;
+  }
+  // Sparse: comparison sort by destination; ties keep index order.
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return off[x] < off[y]; });
+  std::vector<A> acc_buf(static_cast<size_t>(slice));
+  A *__restrict acc = acc_buf.data();
+  for (int64_t g = 0; g < m;) {
+    const int64_t o = off[order[g]];
+    T *d = dst + o;
+    load_row(d, acc, slice);
+    for (; g < m && off[order[g]] == o; ++g) {
+      load_row(upd + order[g] * slice, val, slice);
+      for (int64_t j = 0; j < slice; ++j) acc[j] = R::update(acc[j], val[j]);
+    }
+    store_row(acc, d, slice);
+  }
+}
+
+template <typename T, typename Op>
+void apply(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
+  if constexpr (std::is_same<typename Reducer<T, Op>::acc_t, T>::value)
+    apply_direct<T, Op>(dst, upd, off, pos, m, slice);
+  else
+    apply_grouped<T, Op>(dst, upd, off, pos, m, slice);
+}
+
+template <typename T, typename Op>
+void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off) {
+  if (p.n == 0 || p.slice == 0) return;
+  int64_t min_off = off[0], max_off = off[0];
+  for (int64_t k = 1; k < p.n; ++k) {
+    min_off = std::min(min_off, off[k]);
+    max_off = std::max(max_off, off[k]);
+  }
+  const int threads = choose_threads(p, min_off, max_off, sizeof(T));
+  if (threads > 1) {
+    Work w;
+    partition(off, p.n, min_off, max_off, threads, &w);
+    auto fn = [&](int t) {
+      apply<T, Op>(dst, upd, off, w.pos.data() + w.begin[t], w.begin[t + 1] - w.begin[t], p.slice);
+    };
+    if (ThreadPool::instance().run(threads, fn)) return;
+  }
+  apply<T, Op>(dst, upd, off, nullptr, p.n, p.slice);
 }
 
 template <typename T, typename I, typename Op>
@@ -100,10 +306,7 @@ int run(const Plan &p, OutputMode om, void **params) {
   {
     std::unique_lock<std::mutex> lock(lock_for(x), std::defer_lock);
     if (om != OutputMode::kTensor) lock.lock();
-    if constexpr (std::is_same<typename Reducer<T, Op>::acc_t, T>::value)
-      apply_direct<T, Op>(dst, upd, off.data(), p.n, p.slice);
-    else
-      apply_grouped<T, Op>(dst, upd, off.data(), p.n, p.slice);
+    apply_all<T, Op>(p, dst, upd, off.data());
     if (om == OutputMode::kReturn && x_bytes) std::memcpy(params[3], x, x_bytes);
   }
   if (om == OutputMode::kToken) *static_cast<int32_t *>(params[3]) = 0;
@@ -154,6 +357,9 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   MSS_ENTRY(ScatterNd##R##_return, "ScatterNd" #R, OP, kNd, kReturn)        \
   MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor)
 MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
+
+MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().num_threads(); }
+MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::instance().set_num_threads(n); }
 
 MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *count) {
   return ms_scatter::copy_last_error(buf, len, count);

@@ -11,9 +11,6 @@
 #define MSS_HALF_HD __host__ __device__ __forceinline__
 #else
 #define MSS_HALF_HD inline
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 #endif
 
 namespace ms_scatter {
@@ -25,8 +22,10 @@ struct half_t {
 MSS_HALF_HD float half_to_float(half_t h) {
 #if defined(__CUDA_ARCH__)
   __half_raw r; r.x = h.bits; return __half2float(__half(r));
-#elif defined(__F16C__)
-  return _cvtsh_ss(h.bits);
+#elif defined(__F16C__) && defined(__FLT16_MAX__)
+  _Float16 f;  // the compiler vectorises _Float16 conversions (vcvtph2ps)
+  std::memcpy(&f, &h.bits, sizeof f);
+  return static_cast<float>(f);
 #else
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   uint32_t exp = (h.bits >> 10) & 0x1fu;
@@ -56,8 +55,9 @@ MSS_HALF_HD half_t float_to_half(float v) {
   half_t h;
 #if defined(__CUDA_ARCH__)
   __half_raw r = __half_raw(__float2half_rn(v)); h.bits = r.x;
-#elif defined(__F16C__)
-  h.bits = _cvtss_sh(v, 0);  // 0 = round to nearest even
+#elif defined(__F16C__) && defined(__FLT16_MAX__)
+  const _Float16 f = static_cast<_Float16>(v);  // round to nearest even
+  std::memcpy(&h.bits, &f, sizeof f);
 #else
   uint32_t f;
   std::memcpy(&f, &v, sizeof f);

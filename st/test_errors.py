@@ -1,0 +1,505 @@
+"""Every error path, each leaving the Parameter (or TensorScatter's input_x) exactly as
+it was, byte for byte; after an error a following valid call still works.
+
+PYNATIVE: the kernel's errors are raised as ms_scatter.ScatterIndexError (also an
+IndexError and a RuntimeError) / ScatterZeroDivisionError (also a ZeroDivisionError and a
+RuntimeError) with the kernel's message. GRAPH / jit: MindSpore raises its generic
+RuntimeError for the kernel's return code; ms_scatter.last_error() has the message. A
+graph whose kernel failed is not run again by MindSpore (the same holds for its built-in
+scatter ops), so in GRAPH mode the following valid call uses a fresh Cell on the same
+Parameter. Inference errors (TypeError, ValueError) happen before anything runs.
+"""
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Parameter, Tensor, ops
+
+import ms_scatter
+from ms_scatter import infer
+from ms_scatter._lib import DIVISION_BY_ZERO, INDEX_OUT_OF_RANGE
+from ms_scatter.testing import oracle
+
+from .helpers import (InPlaceCell, OutOfPlaceCell, assert_same, assert_unchanged, callable_for, in_place,
+                      jit_of, settle_pynative_signature)
+
+FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
+KINDS = ("primitive", "function")
+IN_PLACE_OPS = [op for op in ms_scatter.PRIMITIVES if in_place(op)]
+PARAM_CONVERSION = "Data type conversion is not supported for a 'Parameter'"
+
+
+def _target(op, x):
+    return Parameter(Tensor(x), name="p") if in_place(op) else Tensor(x)
+
+
+def _call(mode, fn, op, target, indices, updates):
+    """One call of `fn` on `target` in `mode` (GRAPH: a fresh Cell; JIT: a fresh jit)."""
+    i = indices if isinstance(indices, Tensor) else Tensor(indices)
+    u = updates if isinstance(updates, Tensor) else Tensor(updates)
+    if mode == "GRAPH":
+        if in_place(op):
+            return InPlaceCell(target, fn)(i, u)
+        return OutOfPlaceCell(fn)(target, i, u)
+    if mode == "JIT":
+        return jit_of(fn)(target, i, u)
+    return fn(target, i, u)
+
+
+def _values(rng, shape, dtype):
+    """Random values of `dtype`, never zero (safe for integer Div, any reduction)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        v = rng.standard_normal(shape) * 3
+        return np.where(np.abs(v) < 0.25, 1.5, v).astype(dtype)
+    return rng.integers(1, 6, size=shape).astype(dtype)
+
+
+def _valid_case(family, rng, dtype="float32", index_dtype="int32"):
+    """x, indices, updates; Scatter: x (5, 3), indices (3, 3); ScatterNd/TensorScatter:
+    x (5, 4, 3), indices (3, 2, 2) (depth 2)."""
+    if family == "Scatter":
+        x_shape, indices = (5, 3), rng.integers(0, 5, size=(3, 3))
+        u_shape = (3, 3, 3)
+    else:
+        x_shape = (5, 4, 3)
+        indices = np.stack([rng.integers(0, 5, size=(3, 2)), rng.integers(0, 4, size=(3, 2))], axis=-1)
+        u_shape = (3, 2, 3)
+    return _values(rng, x_shape, dtype), indices.astype(index_dtype), _values(rng, u_shape, dtype)
+
+
+# ------------------------------------------------------------------ out-of-range indices
+
+POSITIONS = {"Scatter": {"first": (0, 0), "middle": (1, 1), "last": (2, 2)},
+             "ScatterNd": {"first": (0, 0, 0), "middle": (1, 0, 1), "last": (2, 1, 1)}}
+BAD_VALUES = ("N", "huge", "-1", "-N")
+ROTATE_DTYPES = ("float32", "int32", "float16", "int64", "uint8", "float64", "int8", "int16")
+
+
+def _oob_case(op, position, bad, n):
+    """A valid case with one index made out of range. Returns (x, indices, updates,
+    value, position, dimension size N)."""
+    family = ms_scatter.testing.split_op(op)[0]
+    rng = np.random.default_rng(1000 + n)
+    index_dtype = ("int32", "int64")[n % 2]
+    x, indices, updates = _valid_case(family, rng, ROTATE_DTYPES[n % len(ROTATE_DTYPES)], index_dtype)
+    pos = POSITIONS["Scatter" if family == "Scatter" else "ScatterNd"][position]
+    dim = 0 if family == "Scatter" else pos[-1]
+    size = x.shape[dim]
+    huge = 2 ** 31 - 1 if index_dtype == "int32" else 2 ** 32 + 1  # 2**32 + 1 wraps to 1 in 32 bits
+    value = {"N": size, "huge": huge, "-1": -1, "-N": -size}[bad]
+    indices[pos] = value
+    return x, indices, updates, value, pos, size
+
+
+def _oob_params():
+    params = []
+    n = 0
+    for family in FAMILIES:
+        for kind in KINDS:
+            for position in ("first", "middle", "last"):
+                for bad in BAD_VALUES:
+                    op = family + infer.REDUCTIONS[n % 7]
+                    params.append(pytest.param(op, kind, position, bad, n, id=f"{op}-{kind}-{position}-{bad}"))
+                    n += 1
+    return params
+
+
+def _check_message(message, op, value, pos, size):
+    assert f"'{op}'" in message
+    assert f"got {value} " in message
+    assert f"position {pos}" in message  # e.g. "(1, 0, 1)", numpy's tuple notation
+    assert f"[0, {size})" in message
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("op, kind, position, bad, n", _oob_params())
+def test_out_of_range_index_pynative(mode, op, kind, position, bad, n):
+    x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
+    fn = callable_for(op, kind)
+    target = _target(op, x)
+    before = ms_scatter.last_error()[2]
+    with pytest.raises(ms_scatter.ScatterIndexError) as info:
+        fn(target, Tensor(indices), Tensor(updates))
+    err = info.value
+    assert isinstance(err, IndexError) and isinstance(err, RuntimeError)
+    _check_message(str(err), op, value, pos, size)
+    code, message, count = ms_scatter.last_error()
+    assert (code, message, count) == (INDEX_OUT_OF_RANGE, str(err), before + 1)
+    assert_unchanged(target, x)
+    # the same callable on the same target still works
+    indices[pos] = 0
+    out = fn(target, Tensor(indices), Tensor(updates))
+    expected = oracle(op, x, indices, updates)
+    assert_same(out.asnumpy(), expected)
+    if in_place(op):
+        assert_same(target.asnumpy(), expected)
+    else:
+        assert_unchanged(target, x)
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("catch_as", [IndexError, RuntimeError, ms_scatter.ScatterIndexError])
+@pytest.mark.parametrize("kind", KINDS)
+def test_index_error_catchable_as(mode, catch_as, kind):
+    x, indices, updates, *_ = _oob_case("ScatterAdd", "middle", "N", 1)
+    p = Parameter(Tensor(x), name="p")
+    try:
+        callable_for("ScatterAdd", kind)(p, Tensor(indices), Tensor(updates))
+    except catch_as:
+        pass
+    else:
+        pytest.fail("no error")
+    assert_unchanged(p, x)
+
+
+GRAPH_OOB = [("ScatterAdd", "primitive", "middle", "N", 0), ("ScatterNdMul", "function", "last", "-1", 1),
+             ("TensorScatterMax", "primitive", "first", "huge", 3), ("TensorScatterUpdate", "function", "middle", "-N", 2),
+             ("ScatterDiv", "function", "first", "-1", 4), ("ScatterNdMin", "primitive", "last", "huge", 5)]
+
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+@pytest.mark.parametrize("op, kind, position, bad, n", GRAPH_OOB)
+def test_out_of_range_index_graph(mode, op, kind, position, bad, n):
+    x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
+    fn = callable_for(op, kind)
+    target = _target(op, x)
+    before = ms_scatter.last_error()[2]
+    with pytest.raises(RuntimeError):
+        _call(mode, fn, op, target, indices, updates)
+    code, message, count = ms_scatter.last_error()
+    assert code == INDEX_OUT_OF_RANGE and count == before + 1
+    _check_message(message, op, value, pos, size)
+    assert_unchanged(target, x)
+    indices[pos] = 0
+    out = _call(mode, fn, op, target, indices, updates)  # a fresh Cell, same Parameter
+    expected = oracle(op, x, indices, updates)
+    assert_same(out.asnumpy(), expected)
+    if in_place(op):
+        assert_same(target.asnumpy(), expected)
+
+
+@pytest.mark.parametrize("mode", ["JIT"], indirect=True)
+@pytest.mark.parametrize("op, position, bad, n", [("ScatterSub", "last", "-N", 6), ("TensorScatterAdd", "middle", "N", 7)])
+def test_out_of_range_index_jit(mode, op, position, bad, n):
+    x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
+    fn = callable_for(op, "function")
+    target = _target(op, x)
+    with pytest.raises(RuntimeError):
+        _call(mode, fn, op, target, indices, updates)
+    _check_message(ms_scatter.last_error()[1], op, value, pos, size)
+    assert_unchanged(target, x)
+    indices[pos] = 0
+    assert_same(_call(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("quiet", [False, True])
+def test_kernel_message_on_stderr_unless_quiet(mode, quiet, monkeypatch, capfd):
+    if quiet:
+        monkeypatch.setenv("MS_SCATTER_QUIET", "1")
+    else:
+        monkeypatch.delenv("MS_SCATTER_QUIET", raising=False)
+    x, indices, updates, value, pos, size = _oob_case("ScatterNdAdd", "middle", "N", 9)
+    p = Parameter(Tensor(x), name="p")
+    capfd.readouterr()
+    with pytest.raises(ms_scatter.ScatterIndexError) as info:
+        ms_scatter.ScatterNdAdd()(p, Tensor(indices), Tensor(updates))
+    err = capfd.readouterr().err
+    line = f"[ms_scatter] error {INDEX_OUT_OF_RANGE}: {info.value}"
+    assert (line in err) is not quiet
+    assert_unchanged(p, x)
+
+
+# ------------------------------------------------------------------ integer division by zero
+
+def _div_params():
+    params = []
+    n = 0
+    for family in FAMILIES:
+        for kind in KINDS:
+            for where in ("first", "last"):
+                dtype = ("int32", "int8", "uint8", "int64", "int16")[n % 5]
+                params.append(pytest.param(family + "Div", kind, where, dtype, n,
+                                           id=f"{family}Div-{kind}-{where}-{dtype}"))
+                n += 1
+    return params
+
+
+def _div_case(op, where, dtype, n):
+    family = ms_scatter.testing.split_op(op)[0]
+    rng = np.random.default_rng(2000 + n)
+    x, indices, updates = _valid_case(family, rng, dtype, ("int64", "int32")[n % 2])
+    pos = (0,) * updates.ndim if where == "first" else tuple(d - 1 for d in updates.shape)
+    updates[pos] = 0
+    return x, indices, updates, pos
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("op, kind, where, dtype, n", _div_params())
+def test_integer_division_by_zero_pynative(mode, op, kind, where, dtype, n):
+    x, indices, updates, pos = _div_case(op, where, dtype, n)
+    fn = callable_for(op, kind)
+    target = _target(op, x)
+    before = ms_scatter.last_error()[2]
+    with pytest.raises(ms_scatter.ScatterZeroDivisionError) as info:
+        fn(target, Tensor(indices), Tensor(updates))
+    err = info.value
+    assert isinstance(err, ZeroDivisionError) and isinstance(err, RuntimeError)
+    assert f"'{op}'" in str(err) and "division by zero" in str(err) and f"position {pos}" in str(err)
+    assert ms_scatter.last_error() == (DIVISION_BY_ZERO, str(err), before + 1)
+    assert_unchanged(target, x)
+    updates[pos] = 1
+    out = fn(target, Tensor(indices), Tensor(updates))
+    assert_same(out.asnumpy(), oracle(op, x, indices, updates))
+
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+@pytest.mark.parametrize("op, kind, where, dtype, n", [("ScatterDiv", "primitive", "last", "int32", 0),
+                                                       ("TensorScatterDiv", "function", "first", "int16", 1)])
+def test_integer_division_by_zero_graph(mode, op, kind, where, dtype, n):
+    x, indices, updates, pos = _div_case(op, where, dtype, n)
+    fn = callable_for(op, kind)
+    target = _target(op, x)
+    with pytest.raises(RuntimeError):
+        _call(mode, fn, op, target, indices, updates)
+    code, message, _ = ms_scatter.last_error()
+    assert code == DIVISION_BY_ZERO and f"'{op}'" in message
+    assert_unchanged(target, x)
+    updates[pos] = 1
+    assert_same(_call(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+def test_index_error_reported_before_division_by_zero(mode):
+    x, indices, updates, pos = _div_case("ScatterNdDiv", "first", "int32", 3)
+    indices[-1, -1, 0] = 5
+    p = Parameter(Tensor(x), name="p")
+    with pytest.raises(ms_scatter.ScatterIndexError):
+        ms_scatter.scatter_nd_div(p, Tensor(indices), Tensor(updates))
+    assert_unchanged(p, x)
+
+
+# ------------------------------------------------------------------ inference errors
+
+BAD_INDEX_DTYPES = ("float32", "float64", "int16", "uint8", "int8", "float16")
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("index_dtype", BAD_INDEX_DTYPES)
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bad_index_dtype_pynative(mode, family, kind, index_dtype):
+    _check_bad_index_dtype(mode, family, kind, index_dtype)
+
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+@pytest.mark.parametrize("family, kind", [("Scatter", "primitive"), ("ScatterNd", "function"),
+                                          ("TensorScatter", "primitive")])
+def test_bad_index_dtype_graph(mode, family, kind):
+    _check_bad_index_dtype(mode, family, kind, "float32")
+
+
+def _check_bad_index_dtype(mode, family, kind, index_dtype):
+    op = family + "Add"
+    rng = np.random.default_rng(3)
+    x, indices, updates = _valid_case(family, rng)
+    fn = callable_for(op, kind)
+    target = _target(op, x)
+    with pytest.raises(TypeError, match=f"For '{op}', the dtype of 'indices' must be int32 or int64, "
+                                        f"but got {index_dtype}"):
+        _call(mode, fn, op, target, indices.astype(index_dtype), updates)
+    assert_unchanged(target, x)
+    out = _call(mode, fn, op, target, indices, updates)  # a valid call afterwards
+    assert_same(out.asnumpy(), oracle(op, x, indices, updates))
+
+
+@pytest.mark.parametrize("value", [1, 0, "True", None, 1.0, np.bool_(True)])
+@pytest.mark.parametrize("op", IN_PLACE_OPS)
+def test_use_locking_must_be_bool(op, value):
+    with pytest.raises(TypeError, match=f"For '{op}', 'use_locking' must be a bool"):
+        getattr(ms_scatter, op)(use_locking=value)
+    assert getattr(ms_scatter, op)(use_locking=False).use_locking is False
+
+
+def _wrong_shapes(family):
+    """(indices shape, x shape, wrong updates shape) triples."""
+    if family == "Scatter":
+        return [((3, 3), (5, 3), (3, 3, 2)), ((3, 3), (5, 3), (3, 3)), ((4,), (5, 3), (4, 3, 1))]
+    return [((3, 2, 2), (5, 4, 3), (3, 2, 4)), ((3, 2, 2), (5, 4, 3), (3, 3)), ((3, 1), (5, 4, 3), (3, 3))]
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("shape_number", [0, 1, 2])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_wrong_updates_shape_pynative(mode, family, kind, shape_number):
+    _check_wrong_updates_shape(mode, family, kind, shape_number)
+
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+@pytest.mark.parametrize("family, kind, shape_number", [("Scatter", "primitive", 0), ("ScatterNd", "function", 1),
+                                                        ("TensorScatter", "function", 2)])
+def test_wrong_updates_shape_graph(mode, family, kind, shape_number):
+    _check_wrong_updates_shape(mode, family, kind, shape_number)
+
+
+def _check_wrong_updates_shape(mode, family, kind, shape_number):
+    op = family + "Mul"
+    idx_shape, x_shape, u_shape = _wrong_shapes(family)[shape_number]
+    rng = np.random.default_rng(shape_number)
+    x = _values(rng, x_shape, "float32")
+    indices = np.zeros(idx_shape, np.int32)
+    target = _target(op, x)
+    fn = callable_for(op, kind)
+    with pytest.raises(ValueError, match=f"For '{op}', the shape of 'updates' must be"):
+        _call(mode, fn, op, target, indices, _values(rng, u_shape, "float32"))
+    assert_unchanged(target, x)
+    updates = _values(rng, idx_shape[:-1] + x_shape[idx_shape[-1]:] if family != "Scatter"
+                      else idx_shape + x_shape[1:], "float32")
+    out = _call(mode, fn, op, target, indices, updates)  # a valid call afterwards
+    assert_same(out.asnumpy(), oracle(op, x, indices, updates))
+
+
+def _bad_rank_case(case):
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    if case == "indices-rank-1":
+        return x, np.array([0, 1], np.int32), np.ones((2, 3), np.float32), "the rank of 'indices' must be >= 2"
+    return (x, np.array([[0, 1, 1]], np.int32), np.ones((1,), np.float32),
+            "the last dimension of 'indices' must be <= the rank of 'input_x'")
+
+
+@pytest.mark.parametrize("case", ["indices-rank-1", "depth-above-rank"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_tensor_scatter_max_bad_indices_rank(mode, kind, case):
+    x, indices, updates, text = _bad_rank_case(case)
+    target = Tensor(x)
+    fn = callable_for("TensorScatterMax", kind)
+    with pytest.raises(ValueError, match=f"For 'TensorScatterMax', {text}"):
+        _call(mode, fn, "TensorScatterMax", target, indices, updates)
+    assert_unchanged(target, x)
+    good_indices, good_updates = np.array([[0, 1], [3, 2]], np.int32), np.array([5.0, 50.0], np.float32)
+    out = _call(mode, fn, "TensorScatterMax", target, good_indices, good_updates)  # a valid call afterwards
+    assert_same(out.asnumpy(), oracle("TensorScatterMax", x, good_indices, good_updates))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scatter_nd_depth_above_rank(mode, kind):
+    x, indices, updates, text = _bad_rank_case("depth-above-rank")
+    p = Parameter(Tensor(x), name="p")
+    with pytest.raises(ValueError, match=f"For 'ScatterNdAdd', {text}"):
+        _call(mode, callable_for("ScatterNdAdd", kind), "ScatterNdAdd", p, indices, updates)
+    assert_unchanged(p, x)
+
+
+# ------------------------------------------------------------------ implicit dtype conversion
+
+CONVERSIONS = [("int32", "float32"), ("float32", "float64"), ("int8", "int32"), ("float16", "float32"),
+               ("uint8", "int8"), ("float32", "float16"), ("float64", "int32"), ("int16", "uint8"),
+               ("float32", "int64"), ("int64", "int8")]
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("x_dtype, u_dtype", CONVERSIONS)
+@pytest.mark.parametrize("op", ["ScatterAdd", "ScatterNdMax"])
+def test_implicit_conversion_as_builtin(mode, op, x_dtype, u_dtype):
+    """Where MindSpore's own ScatterAdd converts updates, ours converts and applies them;
+    where it refuses (the Parameter would need converting), ours refuses the same way."""
+    rng = np.random.default_rng(5)
+    x, indices, _ = _valid_case(ms_scatter.testing.split_op(op)[0], rng, x_dtype)
+    updates = _values(rng, indices.shape[:-1] + x.shape[2:] if op == "ScatterNdMax" else indices.shape + x.shape[1:],
+                      u_dtype)
+    try:
+        builtin = ops.ScatterAdd()(Parameter(Tensor(x[:2]), name="b"), Tensor(np.array([0, 1], np.int32)),
+                                   Tensor(_values(rng, (2,) + x.shape[1:], u_dtype)))
+        builtin_converts = builtin.dtype == getattr(ms, x_dtype)
+    except TypeError as err:
+        assert PARAM_CONVERSION in str(err)
+        builtin_converts = False
+    p = Parameter(Tensor(x), name="p")
+    settle_pynative_signature(in_place_kind=True)
+    if builtin_converts:
+        out = callable_for(op, "primitive")(p, Tensor(indices), Tensor(updates))
+        expected = oracle(op, x, indices, updates.astype(x_dtype))
+        assert_same(out.asnumpy(), expected)
+        assert_same(p.asnumpy(), expected)
+    else:
+        with pytest.raises(TypeError, match=PARAM_CONVERSION):
+            callable_for(op, "primitive")(p, Tensor(indices), Tensor(updates))
+        assert_unchanged(p, x)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int32_parameter_float32_updates_type_error(mode, kind):
+    rng = np.random.default_rng(8)
+    x, indices, updates = _valid_case("Scatter", rng, "int32")
+    p = Parameter(Tensor(x), name="p")
+    fn = callable_for("ScatterSub", kind)
+    if mode == "PYNATIVE":
+        settle_pynative_signature(in_place_kind=True)
+    with pytest.raises(TypeError) as info:
+        _call(mode, fn, "ScatterSub", p, indices, updates.astype(np.float32))
+    text = str(info.value)
+    assert PARAM_CONVERSION in text
+    assert "is Int32, which cannot be converted to data type Float32 automatically" in text
+    assert_unchanged(p, x)
+    out = _call(mode, fn, "ScatterSub", p, indices, updates)
+    assert_same(out.asnumpy(), oracle("ScatterSub", x, indices, updates))
+
+
+@pytest.mark.parametrize("family", ["Scatter", "ScatterNd"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_float16_updates_into_float32_parameter(mode, kind, family):
+    op = family + "Add"
+    rng = np.random.default_rng(9)
+    x, indices, updates = _valid_case(family, rng, "float32")
+    updates16 = (updates * 1.37).astype(np.float16)  # not exactly representable in float16 before
+    p = Parameter(Tensor(x), name="p")
+    if mode == "PYNATIVE":
+        settle_pynative_signature(in_place_kind=True)
+    out = _call(mode, callable_for(op, kind), op, p, indices, updates16)
+    expected = oracle(op, x, indices, updates16.astype(np.float32))
+    assert out.dtype == ms.float32 and p.dtype == ms.float32
+    assert_same(out.asnumpy(), expected)
+    assert_same(p.asnumpy(), expected)
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+def test_tensor_scatter_updates_dtype_must_match(mode):
+    """TensorScatter* convert nothing (nor does MindSpore's TensorScatterAdd): a TypeError."""
+    rng = np.random.default_rng(10)
+    x, indices, updates = _valid_case("TensorScatter", rng, "float32")
+    t = Tensor(x)
+    settle_pynative_signature(in_place_kind=False)
+    with pytest.raises(TypeError, match="For 'TensorScatterAdd', the dtype of 'updates' must be"):
+        ms_scatter.tensor_scatter_add(t, Tensor(indices), Tensor(updates.astype(np.float16)))
+    assert_unchanged(t, x)
+
+
+# ------------------------------------------------------------------ call history
+# In PYNATIVE, MindSpore caches one signature per primitive name and every Custom op is
+# named "Custom"; ms_scatter does the implicit conversion itself so that it does not
+# depend on which ms_scatter call came first.
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+def test_conversion_into_parameter_independent_of_call_history(mode):
+    """float16 updates into a float32 Parameter are converted, also after a TensorScatter call."""
+    settle_pynative_signature(in_place_kind=False)  # i.e. a TensorScatter call came first
+    rng = np.random.default_rng(12)
+    x, indices, updates = _valid_case("Scatter", rng, "float32")
+    p = Parameter(Tensor(x), name="p")
+    updates16 = updates.astype(np.float16)
+    out = ms_scatter.ScatterAdd()(p, Tensor(indices), Tensor(updates16))
+    assert_same(out.asnumpy(), oracle("ScatterAdd", x, indices, updates16.astype(np.float32)))
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+def test_tensor_scatter_no_conversion_independent_of_call_history(mode):
+    """tensor_scatter_add(int32 x, float32 updates) is a TypeError, also after an in-place
+    call (instead it converts x and returns float32)."""
+    settle_pynative_signature(in_place_kind=True)  # i.e. an in-place call came first
+    rng = np.random.default_rng(13)
+    x, indices, updates = _valid_case("TensorScatter", rng, "int32")
+    with pytest.raises(TypeError):
+        out = ms_scatter.tensor_scatter_add(Tensor(x), Tensor(indices), Tensor(updates.astype(np.float32)))
+        assert out.dtype == ms.int32, f"the output dtype became {out.dtype}"
