@@ -47,8 +47,9 @@ def library_path(target=None):
 
 
 def kernel_func(entry, target=None):
-    """The ``func`` string of ops.Custom for one exported entry point."""
-    return f"{library_path(target)}:{entry}"
+    """(library path, ``func`` string of ops.Custom) for one exported entry point."""
+    path = library_path(target)
+    return path, f"{path}:{entry}"
 
 
 _handles = {}
@@ -63,25 +64,33 @@ def _handle(path):
     return _handles[path]
 
 
-def last_error(target=None):
-    """(code, message, count) of the last error a kernel of this library reported.
-
-    In GRAPH mode MindSpore turns a kernel's error code into a generic RuntimeError; the
-    kernel also prints its message to stderr, and this function returns it."""
-    lib = _handle(library_path(target))
+def _read_error(path):
+    lib = _handle(path)
     buf = ctypes.create_string_buffer(1024)
     count = ctypes.c_ulonglong(0)
     code = lib.ms_scatter_last_error(buf, len(buf), ctypes.byref(count))
     return code, buf.value.decode("utf-8", "replace"), count.value
 
 
-def error_count(target=None):
-    return last_error(target)[2]
+def last_error(target=None):
+    """(code, message, count) of the last error a kernel of this library reported.
+
+    In GRAPH mode MindSpore turns a kernel's error code into a generic RuntimeError; the
+    kernel also prints its message to stderr, and this function returns it."""
+    return _read_error(library_path(target))
 
 
-def raise_kernel_error(before_count, original, target=None):
+def error_count(path):
+    """Errors reported so far by the library at `path` (cheap: one C call)."""
+    lib = _handle(path)
+    count = ctypes.c_ulonglong(0)
+    lib.ms_scatter_last_error(None, 0, ctypes.byref(count))
+    return count.value
+
+
+def raise_kernel_error(path, before_count, original):
     """Re-raise MindSpore's generic kernel failure as our own error with the kernel's message."""
-    code, message, count = last_error(target)
+    code, message, count = _read_error(path)
     if count == before_count:
         raise original
     raise _ERROR_TYPES.get(code, ScatterKernelError)(message) from None

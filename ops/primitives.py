@@ -36,7 +36,8 @@ class _ScatterKernel(ops.Custom):
         self.op_name = op_name
         self.family = family
         self._token = token
-        super().__init__(kernel_func(entry), out_shape=self._infer_shape, out_dtype=self._infer_dtype,
+        self._library, func = kernel_func(entry)
+        super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
                          func_type="aot")
         self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
         if side_effect:
@@ -72,12 +73,12 @@ class _ScatterKernel(ops.Custom):
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
         # the kernel so that a bad index raises here, with the kernel's own message.
         args = self._convert(*args)
-        before = error_count()
+        before = error_count(self._library)
         try:
             out = super().__call__(*args)
             _pynative_executor.sync()
         except RuntimeError as err:
-            raise_kernel_error(before, err)
+            raise_kernel_error(self._library, before, err)
         return out
 
 
