@@ -29,6 +29,8 @@ def dtype_name(dtype):
     """'float32' for mindspore.float32, TensorType(Float32), numpy.float32 or 'float32'."""
     if hasattr(dtype, "element_type"):
         dtype = dtype.element_type()
+    if isinstance(dtype, type):  # numpy scalar types: numpy.float32
+        dtype = dtype.__name__
     name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
     if not isinstance(name, str):
         name = str(dtype)

@@ -73,7 +73,7 @@ def oracle(op, x, indices, updates):
         depth = 1
     else:
         depth = indices.shape[-1]
-        vectors = indices.reshape(-1, depth)
+        vectors = indices.reshape(int(np.prod(indices.shape[:-1])), depth)
     slice_shape = x.shape[depth:]
     upd = updates.reshape((vectors.shape[0],) + slice_shape)
     for k, vec in enumerate(vectors):
@@ -188,7 +188,7 @@ def call_kernel(op, x, indices, updates, output="token", library=None):
 
     Returns (return code, x after the call, output array). The caller's `x` is not
     modified: the kernel works on a copy."""
-    x = np.ascontiguousarray(np.array(x, copy=True))
-    call = KernelCall(op, x, np.ascontiguousarray(indices), np.ascontiguousarray(updates), output, library)
+    x = np.array(x, copy=True, order="C")  # np.ascontiguousarray would turn 0-d arrays into (1,)
+    call = KernelCall(op, x, np.asarray(indices, order="C"), np.asarray(updates, order="C"), output, library)
     rc = call.run()
     return rc, x, call.out

@@ -38,7 +38,10 @@ template <typename A, bool = std::is_integral<A>::value> struct Arith {
   MSS_HD static A div(A a, A b) { return a / b; }  // IEEE: x/0 = inf or nan
 };
 template <typename A> struct Arith<A, true> {
-  using U = typename std::make_unsigned<A>::type;
+  // Unsigned, and at least as wide as unsigned int: uint16_t * uint16_t would otherwise
+  // be promoted to (signed) int and could overflow.
+  using U = typename std::conditional<(sizeof(A) < sizeof(unsigned)), unsigned,
+                                      typename std::make_unsigned<A>::type>::type;
   MSS_HD static A add(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); }
   MSS_HD static A sub(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); }
   MSS_HD static A mul(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); }
