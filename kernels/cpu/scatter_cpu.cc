@@ -142,19 +142,25 @@ inline void partition(const int64_t *off, int64_t n, int64_t min_off, int64_t ma
     for (int c = 0; c < threads; ++c) fill_fn(c);
 }
 
+template <typename T>
+inline void prefetch_row(const T *row, int64_t slice, int rw = 0) {
+  const char *p = reinterpret_cast<const char *>(row);
+  const int64_t lines = std::min<int64_t>((slice * static_cast<int64_t>(sizeof(T)) + 63) / 64, 8);
+  for (int64_t l = 0; l < lines; ++l) {
+    if (rw) __builtin_prefetch(p + 64 * l, 1);
+    else __builtin_prefetch(p + 64 * l, 0);
+  }
+}
+
 // Accumulator == storage type: apply the updates of positions pos[0..m) in order, one
 // slice at a time, prefetching destinations a few updates ahead.
 template <typename T, typename Op>
 void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
   using R = Reducer<T, Op>;
   constexpr int64_t kAhead = 8;
-  const int64_t lines = std::min<int64_t>((slice * static_cast<int64_t>(sizeof(T)) + 63) / 64, 8);
   for (int64_t q = 0; q < m; ++q) {
     const int64_t k = pos ? pos[q] : q;
-    if (q + kAhead < m) {
-      const char *pf = reinterpret_cast<const char *>(dst + off[pos ? pos[q + kAhead] : q + kAhead]);
-      for (int64_t l = 0; l < lines; ++l) __builtin_prefetch(pf + 64 * l, 1);
-    }
+    if (q + kAhead < m) prefetch_row(dst + off[pos ? pos[q + kAhead] : q + kAhead], slice, 1);
     T *__restrict d = dst + off[k];
     const T *__restrict u = upd + k * slice;
     for (int64_t j = 0; j < slice; ++j) d[j] = R::update(d[j], u[j]);
@@ -227,6 +233,7 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
       std::fill(touched.begin(), touched.end(), 0);
       for (int64_t q = start[b]; q < start[b + 1]; ++q) {
         const int64_t k = sorted[q];
+        if (q + 8 < m) prefetch_row(upd + sorted[q + 8] * slice, slice);
         const int64_t r = (off[k] - base) / slice;
         A *a = acc + r * slice;
         if (!touched[r]) {
@@ -269,12 +276,29 @@ template <typename T, typename Op>
 void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off) {
   if (p.n == 0 || p.slice == 0) return;
   int64_t min_off = off[0], max_off = off[0];
+  bool sorted = true;
   for (int64_t k = 1; k < p.n; ++k) {
     min_off = std::min(min_off, off[k]);
     max_off = std::max(max_off, off[k]);
+    sorted &= off[k] >= off[k - 1];
   }
   const int threads = choose_threads(p, min_off, max_off, sizeof(T));
-  if (threads > 1) {
+  if (threads > 1 && sorted) {
+    // Sorted indices: contiguous runs of positions, cut between destinations.
+    std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, p.n);
+    cut[0] = 0;
+    for (int t = 1; t < threads; ++t) {
+      int64_t c = std::max(cut[t - 1], p.n * t / threads);
+      while (c > 0 && c < p.n && off[c] == off[c - 1]) ++c;
+      cut[t] = c;
+    }
+    auto fn = [&](int t) {
+      std::vector<int64_t> pos(static_cast<size_t>(cut[t + 1] - cut[t]));
+      for (int64_t q = 0; q < static_cast<int64_t>(pos.size()); ++q) pos[q] = cut[t] + q;
+      apply<T, Op>(dst, upd, off, pos.data(), static_cast<int64_t>(pos.size()), p.slice);
+    };
+    if (ThreadPool::instance().run(threads, fn)) return;
+  } else if (threads > 1) {
     Work w;
     partition(off, p.n, min_off, max_off, threads, &w);
     auto fn = [&](int t) {
