@@ -9,7 +9,13 @@ Build switches (environment variables at install time):
   MS_SCATTER_PORTABLE=1   build for baseline x86-64 instead of the installing machine's
                           vector width (-march=native); measured 1.5-1.7x slower.
   MS_SCATTER_CXXFLAGS     extra compiler flags (e.g. sanitizers for a test build).
+  MS_SCATTER_GPU          unset: build the CUDA library ms_scatter/kernels/libms_scatter_gpu.so
+                          when nvcc is found; 1: require it (fail without nvcc); 0: never.
+  MS_SCATTER_NVCC         the nvcc to use (empty: act as if there were none).
+  MS_SCATTER_CUDA_ARCHS   comma-separated SM versions (default 75,80,86,89,90 + PTX).
+  MS_SCATTER_NVCC_FLAGS   extra nvcc flags; MS_SCATTER_CUDART=static|shared (default static).
 """
+import importlib.util
 import os
 
 from setuptools import Extension, setup
@@ -38,6 +44,33 @@ class BuildKernels(build_ext):
 
     def get_export_symbols(self, ext):
         return []  # not Python modules: no PyInit_ symbol
+
+    def run(self):
+        super().run()
+        self.build_gpu()
+
+    def build_gpu(self):
+        wanted = os.environ.get("MS_SCATTER_GPU", "")
+        if wanted == "0":
+            print("ms_scatter: GPU library not built (MS_SCATTER_GPU=0)")
+            return
+        spec = importlib.util.spec_from_file_location("ms_scatter_build_gpu",
+                                                      os.path.join(HERE, "kernels", "gpu", "build_gpu.py"))
+        build_gpu = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(build_gpu)
+        nvcc = build_gpu.find_nvcc()
+        if not nvcc:
+            if wanted == "1":
+                raise RuntimeError("MS_SCATTER_GPU=1 but no nvcc was found")
+            print("ms_scatter: no CUDA compiler found; the GPU library is not built (CPU only)")
+            return
+        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
+        os.makedirs(base, exist_ok=True)
+        archs = [a for a in os.environ.get("MS_SCATTER_CUDA_ARCHS", "").split(",") if a] or build_gpu.DEFAULT_ARCHS
+        print(f"ms_scatter: building the GPU library with {nvcc} for sm_{', sm_'.join(archs)}")
+        build_gpu.build(os.path.join(base, "libms_scatter_gpu.so"), nvcc, archs=tuple(archs),
+                        extra_flags=tuple(os.environ.get("MS_SCATTER_NVCC_FLAGS", "").split()),
+                        cudart=os.environ.get("MS_SCATTER_CUDART", "static"))
 
 
 setup(

@@ -9,7 +9,7 @@ See README.md for the policies and what each call path costs.
 """
 from . import infer
 from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
-                   CPU_LIBRARY, GPU_LIBRARY)
+                   get_num_threads, set_num_threads, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
 
 __version__ = "0.1.0"
@@ -18,4 +18,5 @@ globals().update(PRIMITIVES)
 globals().update(FUNCTIONS)
 
 __all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
-    "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error"]
+    "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
+    "set_num_threads", "get_num_threads"]

@@ -94,3 +94,13 @@ def raise_kernel_error(path, before_count, original):
     if count == before_count:
         raise original
     raise _ERROR_TYPES.get(code, ScatterKernelError)(message) from None
+
+
+def set_num_threads(n, target="CPU"):
+    """Threads the CPU kernels may use (n <= 0: all cores). Also MS_SCATTER_NUM_THREADS.
+    Results do not depend on it: each destination row is owned by one thread."""
+    _handle(library_path(target)).ms_scatter_set_num_threads(int(n))
+
+
+def get_num_threads(target="CPU"):
+    return int(_handle(library_path(target)).ms_scatter_num_threads())

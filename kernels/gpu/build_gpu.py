@@ -30,7 +30,10 @@ DEFAULT_ARCHS = ("75", "80", "86", "89", "90")
 
 
 def find_nvcc():
-    """nvcc on PATH, else under $CUDA_HOME / $CUDA_PATH, else /usr/local/cuda; None if absent."""
+    """$MS_SCATTER_NVCC if set (empty: act as if there were no nvcc), else nvcc on PATH,
+    else under $CUDA_HOME / $CUDA_PATH, else /usr/local/cuda; None if absent."""
+    if "MS_SCATTER_NVCC" in os.environ:
+        return os.environ["MS_SCATTER_NVCC"] or None
     found = shutil.which("nvcc")
     if found:
         return found
@@ -75,11 +78,11 @@ def gencode_flags(archs=DEFAULT_ARCHS, ptx=True):
     return flags
 
 
-def command(out_path, nvcc="nvcc", archs=DEFAULT_ARCHS, extra_flags=(), ptx=True, threads=0):
+def command(out_path, nvcc="nvcc", archs=DEFAULT_ARCHS, extra_flags=(), ptx=True, threads=0, cudart="static"):
     """The nvcc command line that build() runs."""
     cmd = [nvcc, "-O3", "-std=c++17", "-shared",
            "-Xcompiler", "-fPIC", "-Xcompiler", "-fvisibility=hidden", "-Xcompiler", "-Wall",
-           "-Xlinker", "--exclude-libs,ALL", "-cudart", "static",
+           "-Xlinker", "--exclude-libs,ALL", "-cudart", cudart,
            "-I", INCLUDE_DIR]
     if threads is not None and len(archs) + int(ptx) > 1:
         cmd += ["--threads", str(threads)]  # compile the architectures in parallel (0: one job per CPU)
@@ -89,17 +92,20 @@ def command(out_path, nvcc="nvcc", archs=DEFAULT_ARCHS, extra_flags=(), ptx=True
     return cmd
 
 
-def build(out_path, nvcc="nvcc", archs=DEFAULT_ARCHS, extra_flags=(), ptx=True, threads=0, verbose=False):
+def build(out_path, nvcc="nvcc", archs=DEFAULT_ARCHS, extra_flags=(), ptx=True, threads=0, verbose=False,
+          cudart="static"):
     """Compile kernels/gpu/scatter_gpu.cu (+ kernels/include) into the shared library
     `out_path` and return its path. Raises RuntimeError with nvcc's output on failure.
 
     archs: compute capabilities ('90', 'sm_90', 90, ...); machine code for each, plus PTX
     of the newest when `ptx`. extra_flags: appended to nvcc's command line (e.g.
     ['-Werror', 'all-warnings', '-Xcompiler', '-Werror'], or '-allow-unsupported-compiler'
-    for an old nvcc with a newer gcc)."""
+    for an old nvcc with a newer gcc). cudart: 'static' (default: the library then needs
+    only a driver recent enough for this nvcc) or 'shared' (needs that major version's
+    libcudart.so at run time, e.g. MindSpore's CUDA 11 one)."""
     out_path = os.path.abspath(os.fspath(out_path))
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
-    cmd = command(out_path, nvcc, archs, extra_flags, ptx, threads)
+    cmd = command(out_path, nvcc, archs, extra_flags, ptx, threads, cudart)
     if verbose:
         print("+ " + " ".join(cmd), flush=True)
     tmp = out_path + ".tmp"
@@ -132,12 +138,14 @@ def main(argv=None):
     ap.add_argument("--nvcc", default=None, help="nvcc to use (default: found on PATH / CUDA_HOME)")
     ap.add_argument("--no-ptx", action="store_true", help="no PTX of the newest architecture")
     ap.add_argument("--flag", action="append", default=[], help="extra nvcc flag, repeatable")
+    ap.add_argument("--cudart", default="static", choices=("static", "shared"))
     args = ap.parse_args(argv)
     nvcc = args.nvcc or find_nvcc()
     if not nvcc:
         print("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)", file=sys.stderr)
         return 2
-    build(args.out, nvcc, tuple(args.arch or DEFAULT_ARCHS), tuple(args.flag), not args.no_ptx, verbose=True)
+    build(args.out, nvcc, tuple(args.arch or DEFAULT_ARCHS), tuple(args.flag), not args.no_ptx, verbose=True,
+          cudart=args.cudart)
     return 0
 
 

@@ -23,27 +23,35 @@
 //      destination's updates in index order, and stores once. No atomics anywhere, so
 //      every result is bit-identical run to run and equal to the serial CPU result.
 //
-// What determinism costs (against a plain atomicAdd scatter, which could only do Add and
-// then with run-to-run differences in float): for n index vectors, K-byte keys (4, or 8
-// when input_x has more than 2^32 destination slices) and b = bits of the largest
-// destination number, the sort moves about ceil(b / 8) x 2 x n x (K + 4) bytes
-// (onesweep radix sort), run-length encoding and the scan another ~4 x n x (K + 4)
-// bytes, temporary memory is 3 x n x (K + 4) bytes plus CUB's scratch; for 1e6 indices
-// into 1e6 rows that is ~30 MB of traffic against 512 MB for the scatter itself at slice
-// 64 float32. Plus one stream synchronisation per call (validation before any write
-// needs it), ~10-20 us. Many updates to one destination are folded by one thread per
-// element, serially: that is the price of index-order rounding (float sums are not
-// associative), and the same as the CPU engine.
+// What determinism costs, against a plain atomic scatter (which only exists for Add and
+// a few dtypes, and whose float results change run to run): with n index vectors,
+// K-byte keys (4; 8 when input_x has more than 2^32 destination slices) and b = bits of
+// the largest destination number,
+//   * index kernel: reads the indices, writes n x (K + 4) bytes;
+//   * radix sort: ceil(b / 8) passes (onesweep), each reading and writing n x (K + 4)
+//     bytes, plus a histogram pass over the keys;
+//   * run-length encoding and scan: ~4 x n x 4 bytes more;
+//   * temporary memory: 3 x n x K + 4 x n x 4 bytes plus CUB's scratch;
+//   * one stream synchronisation per call (validation before any write needs it anyway),
+//     and about 8 launches: a fixed cost per call (expected tens of us; check_gpu.py
+//     measures it as the one-index call).
+// For ScatterAdd float32 into 1e6 x 64 with 1e6 indices (b = 20) that is ~90 MB of extra
+// traffic against ~580 MB for the scatter itself (updates read, touched rows read and
+// written once each). Many updates to ONE destination are folded serially by one thread
+// per slice element: the price of index-order rounding (float sums are not associative),
+// as in the CPU engine; a tree reduction would be faster there and round differently.
 //
-// Temporary device memory: one block per call from cudaMallocAsync/cudaFreeAsync on the
-// stream (the device's stream-ordered pool, so steady state does not hit the driver);
-// cudaMalloc/cudaFree where the device has no memory pools. No managed memory.
+// Temporary device memory: one block per call, cudaMallocFromPoolAsync/cudaFreeAsync on
+// the stream from the library's own stream-ordered pool (which keeps up to 256 MiB
+// between calls, so steady state does not hit the driver); cudaMalloc/cudaFree where the
+// device has no memory pools. No managed memory.
 //
 // Concurrency: in-place calls on the same input_x serialise, as on the CPU: a striped
 // host lock keyed by input_x's address orders their launches, and a per-stripe event
 // makes a call's scatter wait for the previous one on another stream.
 //
-// Requires CUDA 11.2+ (cudaMallocAsync) and a CUB that ships with it; builds with C++17.
+// Requires CUDA 11.2+ (stream-ordered memory pools) and the CUB that ships with it, C++17;
+// compiles without a warning with nvcc 13.0 and nvcc 11.8 (CUB 1.x).
 #include <cuda_runtime.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -138,6 +146,7 @@ __global__ void apply_kernel(T *__restrict__ dst, const T *__restrict__ upd, Key
   const int64_t step = static_cast<int64_t>(gridDim.y) * blockDim.x;
   for (int64_t j = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; j < slice; j += step) {
     typename R::acc_t acc = R::load(d[j]);
+#pragma unroll 4
     for (int q = begin; q < end; ++q) acc = R::update(acc, R::load(upd[static_cast<int64_t>(pos[q]) * slice + j]));
     d[j] = R::store(acc);
   }
@@ -166,7 +175,41 @@ inline unsigned grid_for(int64_t work, int threads) {
 
 inline size_t align_up(size_t v) { return (v + 255) & ~size_t(255); }
 
-// One temporary block per call, stream-ordered.
+// Our own stream-ordered pool per device (not the device's default pool, whose settings
+// belong to the process): it keeps up to kPoolKeepBytes across the synchronisation that
+// every call makes, so that steady-state calls do not go to the driver for memory (a
+// pool with the default release threshold of 0 hands everything back at each sync).
+constexpr uint64_t kPoolKeepBytes = uint64_t(256) << 20;
+
+cudaError_t pool_for(int dev, cudaMemPool_t *out) {
+  static std::mutex mu;
+  static cudaMemPool_t pools[64] = {};
+  if (dev < 0 || dev >= 64) return cudaErrorInvalidDevice;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!pools[dev]) {
+    cudaMemPoolProps props;
+    std::memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = dev;
+    cudaMemPool_t pool = nullptr;
+    cudaError_t err = cudaMemPoolCreate(&pool, &props);
+    if (err != cudaSuccess) return err;
+    uint64_t keep = kPoolKeepBytes;
+    err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (err != cudaSuccess) {
+      cudaMemPoolDestroy(pool);
+      return err;
+    }
+    pools[dev] = pool;
+  }
+  *out = pools[dev];
+  return cudaSuccess;
+}
+
+// One temporary block per call, stream-ordered (plain cudaMalloc/cudaFree where the
+// device has no memory pools).
 class Workspace {
  public:
   explicit Workspace(cudaStream_t stream) : stream_(stream) {}
@@ -178,7 +221,13 @@ class Workspace {
     int pools = 0;
     if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess) pools = 0;
     async_ = pools != 0;
-    err = async_ ? cudaMallocAsync(&ptr_, bytes, stream_) : cudaMalloc(&ptr_, bytes);
+    if (async_) {
+      cudaMemPool_t pool = nullptr;
+      err = pool_for(dev, &pool);
+      if (err == cudaSuccess) err = cudaMallocFromPoolAsync(&ptr_, bytes, pool, stream_);
+    } else {
+      err = cudaMalloc(&ptr_, bytes);
+    }
     if (err != cudaSuccess) ptr_ = nullptr;
     return err;
   }
