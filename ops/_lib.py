@@ -97,10 +97,13 @@ def raise_kernel_error(path, before_count, original):
 
 
 def set_num_threads(n, target="CPU"):
-    """Threads the CPU kernels may use (n <= 0: all cores). Also MS_SCATTER_NUM_THREADS.
-    Results do not depend on it: each destination row is owned by one thread."""
+    """Threads the CPU kernels may use: 0 = automatic (default: one thread, except for the
+    float16 path, which uses every core on large calls), n >= 1 = at most n. Also
+    MS_SCATTER_NUM_THREADS. Results never depend on it: each destination row is owned by
+    one thread and takes its updates in index order."""
     _handle(library_path(target)).ms_scatter_set_num_threads(int(n))
 
 
 def get_num_threads(target="CPU"):
+    """The setting (0 = automatic)."""
     return int(_handle(library_path(target)).ms_scatter_num_threads())

@@ -66,8 +66,14 @@ struct Work {
   std::vector<int64_t> begin;  // group t is pos[begin[t], begin[t+1])
 };
 
-inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size) {
-  const int avail = ThreadPool::instance().num_threads();
+// Threads for one call. Automatic setting (the default), from the benchmark on a 2-core
+// machine: the direct path (accumulator == storage type) is bound by random row
+// read-modify-write and ran 1.5-5x slower on two threads than on one, also because in
+// PYNATIVE the Python thread spin-waits on the other core; the float16 grouped path
+// (sort + float accumulation) gained 1.6-2.1x from two threads.
+inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size, bool grouped) {
+  const int setting = ThreadPool::instance().setting();
+  const int avail = setting > 0 ? setting : (grouped ? ThreadPool::cores() : 1);
   if (avail <= 1 || p.n * p.slice < kParallelMinWork || p.n < 2 * avail) return 1;
   // All updates on a few rows: the work stays in cache and one thread is faster.
   if ((max_off - min_off + p.slice) * static_cast<int64_t>(elem_size) < kFewRowsBytes) return 1;
@@ -214,7 +220,8 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   if (span <= 4 * m + 1024) {
     // Dense: counting-sort the positions (stably) into destination blocks whose float
     // accumulators fit in L2, then take each block's updates in index order.
-    const int64_t rows = std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A))));
+    const int64_t rows =
+        std::min(span, std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A)))));
     const int64_t blocks = (span + rows - 1) / rows;
     std::vector<int64_t> start(static_cast<size_t>(blocks) + 1, 0);
     for (int64_t q = 0; q < m; ++q) ++start[(off[order[q]] - lo) / slice / rows + 1];
@@ -282,7 +289,8 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off) {
     max_off = std::max(max_off, off[k]);
     sorted &= off[k] >= off[k - 1];
   }
-  const int threads = choose_threads(p, min_off, max_off, sizeof(T));
+  constexpr bool grouped = !std::is_same<typename Reducer<T, Op>::acc_t, T>::value;
+  const int threads = choose_threads(p, min_off, max_off, sizeof(T), grouped);
   if (threads > 1 && sorted) {
     // Sorted indices: contiguous runs of positions, cut between destinations.
     std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, p.n);
@@ -382,7 +390,7 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor)
 MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 
-MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().num_threads(); }
+MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().setting(); }
 MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::instance().set_num_threads(n); }
 
 MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *count) {

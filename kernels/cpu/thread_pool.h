@@ -22,11 +22,10 @@ class ThreadPool {
     return pool;
   }
 
-  int num_threads() const { return threads_.load(std::memory_order_relaxed); }
-  void set_num_threads(int n) {
-    if (n < 1) n = default_threads();
-    threads_.store(n, std::memory_order_relaxed);
-  }
+  // The setting: 0 = automatic (the engine decides per call), n >= 1 = at most n threads.
+  int setting() const { return threads_.load(std::memory_order_relaxed); }
+  void set_num_threads(int n) { threads_.store(n < 0 ? 0 : n, std::memory_order_relaxed); }
+  static int cores() { return default_threads(); }
 
   // Run f(t) for t in [0, n) on n threads (the caller is thread 0). Returns false (and
   // runs nothing) if the pool is busy; the caller then runs serially.
@@ -104,7 +103,7 @@ class ThreadPool {
     }
   }
 
-  std::atomic<int> threads_{1};
+  std::atomic<int> threads_{0};
   std::mutex busy_;
   std::mutex mu_;
   std::condition_variable cv_;
