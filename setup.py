@@ -98,7 +98,7 @@ setup(
     install_requires=["mindspore==2.10.0", "numpy<2"],
     extras_require={
         "test": ["pytest", "hypothesis", "decorator"],
-        "bench": ["matplotlib", "torch", "jax[cpu]"],
+        "bench": ["matplotlib", "torch==2.13.0", "jax[cpu]==0.7.1"],  # torch 2.13 CPU wheel; jax 0.7 works with numpy<2
         "ascend": ["decorator"],  # AKG hybrid kernels (kernels/ascend)
     },
     zip_safe=False,
