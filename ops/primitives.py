@@ -13,6 +13,8 @@ How a call runs, and what it costs (x = input_x, u = updates):
   into the primitive's output (an aot output never aliases an input). Cost O(u) + O(x).
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 """
+import threading
+
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
@@ -21,6 +23,8 @@ from mindspore.ops.operations import Depend as _MsDepend
 
 from . import infer
 from ._lib import error_count, kernel_func, raise_kernel_error
+
+_PYNATIVE_LOCK = threading.RLock()
 
 _IN_PLACE_SIGNATURE = (
     sig.make_sig('x', sig.sig_rw.RW_WRITE, dtype=sig.sig_dtype.T),
@@ -72,14 +76,18 @@ class _ScatterKernel(ops.Custom):
     def __call__(self, *args):
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
         # the kernel so that a bad index raises here, with the kernel's own message.
-        args = self._convert(*args)
-        before = error_count(self._library)
-        try:
-            out = super().__call__(*args)
-            _pynative_executor.sync()
-        except RuntimeError as err:
-            raise_kernel_error(self._library, before, err)
-        return out
+        # One call at a time: MindSpore 2.10's PYNATIVE launches from several Python
+        # threads at once intermittently hand a kernel the wrong buffers, and the kernel
+        # library has one error channel per process.
+        with _PYNATIVE_LOCK:
+            args = self._convert(*args)
+            before = error_count(self._library)
+            try:
+                out = super().__call__(*args)
+                _pynative_executor.sync()
+            except RuntimeError as err:
+                raise_kernel_error(self._library, before, err)
+            return out
 
 
 class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode compiles

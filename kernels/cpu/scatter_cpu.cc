@@ -15,6 +15,7 @@
 #endif
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <type_traits>
 #include <utility>
@@ -351,6 +352,19 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   Plan p;
   int rc = make_plan(op, im, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
+  // The output MindSpore allocated from our inference: a 1-element int32 token, or x's
+  // shape and dtype. A direct call with anything else is refused before any write.
+  const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
+                        std::strcmp(dtypes[3], "int32") == 0;
+  const bool full_ok = om != OutputMode::kToken && ndims[3] == p.x_ndim &&
+                       std::equal(shapes[3], shapes[3] + ndims[3], p.x_shape) &&
+                       std::strcmp(dtypes[3], dtypes[0]) == 0;
+  if (!token_ok && !full_ok) {
+    set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,
+              om == OutputMode::kToken ? "a 1-element int32 token" : "of the shape and dtype of 'input_x'",
+              shape_str(ndims[3], shapes[3]).c_str(), dtypes[3]);
+    return kBadArguments;
+  }
   if (std::strcmp(dtypes[0], dtypes[2]) != 0) {
     set_error(kBadArguments, "For '%s', 'updates' must have the dtype of 'input_x' (%s), but got %s.", op,
               dtypes[0], dtypes[2]);
@@ -379,8 +393,13 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
 #define MSS_AOT_ARGS int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *, void *
 #define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                   \
   MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                         \
-    return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
-                                    params, ndims, shapes, dtypes);                           \
+    try {                                                                                     \
+      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
+                                      params, ndims, shapes, dtypes);                         \
+    } catch (const std::exception &e) { /* e.g. bad_alloc: never let it cross the C ABI */    \
+      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OPNAME, e.what()); \
+      return ms_scatter::kBadArguments;                                                       \
+    }                                                                                         \
   }
 #define MSS_ENTRIES(R, OP)                                                  \
   MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken)       \

@@ -34,6 +34,17 @@ inline int64_t numel(int ndim, const int64_t *shape) {
   return n;
 }
 
+// Shapes from a direct call are not trusted: every dimension >= 0 and the element count
+// representable (so numel() cannot overflow).
+inline bool valid_shape(int ndim, const int64_t *shape) {
+  if (ndim < 0 || ndim > 64 || (ndim > 0 && shape == nullptr)) return false;
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return false;
+  }
+  return n <= (int64_t(1) << 56);
+}
+
 inline std::string shape_str(int ndim, const int64_t *shape) {
   std::string s = "(";
   for (int i = 0; i < ndim; ++i) {
@@ -80,6 +91,13 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
     set_error(kBadArguments, "For '%s', the kernel expects 3 inputs and 1 output, but got %d arguments.",
               op, nparam);
     return kBadArguments;
+  }
+  for (int a = 0; a < 4; ++a) {
+    if (!valid_shape(ndims[a], shapes[a])) {
+      set_error(kBadArguments, "For '%s', argument %d has an invalid shape (negative or too large dimensions).",
+                op, a);
+      return kBadArguments;
+    }
   }
   p->op = op;
   p->x_ndim = ndims[0];

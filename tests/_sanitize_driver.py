@@ -1,0 +1,481 @@
+"""Kernel-level driver for the sanitizer build (run by .ci/sanitize.sh, not by pytest).
+
+Drives a CPU kernel library built with -fsanitize=address,undefined through the same
+ctypes calling convention MindSpore uses (ops/testing.py: KernelCall / call_kernel),
+over every entry point (21 ops; token/return/tensor), every value and index dtype, and
+shapes with empty and zero-size dimensions, 0-d and rank-1 indices, index depth 0 and
+depth == rank; the error paths (bad index, integer division by zero, wrong shapes, bad
+dtype strings, bad argument counts, short error buffers); the multi-thread path at
+several thread counts (and that worker threads really ran); and concurrent calls from
+Python threads. Every successful result is compared with the numpy loop oracle.
+
+MindSpore is NOT imported: ops/testing.py and infer/__init__.py are loaded from the
+source tree by file path under a stub package whose `_lib` only names the library.
+(Importing the installed ms_scatter.testing, which imports MindSpore, also works under
+LD_PRELOAD of libasan here; this keeps the sanitized process small and independent of
+MindSpore's own allocators.)
+
+    python tests/_sanitize_driver.py --library build/sanitize/libms_scatter_cpu_asan.so
+    python tests/_sanitize_driver.py --canary asan|ubsan --canary-library build/sanitize/libcanary.so
+
+Exit status 0 when every check passed; 1 with a list of failures otherwise. A sanitizer
+finding aborts the process (abort_on_error / halt_on_error) with its own report.
+"""
+import argparse
+import ctypes
+import importlib.util
+import itertools
+import math
+import os
+import re
+import sys
+import threading
+import time
+import types
+import zlib
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+
+def load_source_modules(repo, library):
+    """(infer, testing) from the source tree, without importing MindSpore."""
+    pkg = types.ModuleType("_mss_sanitize")
+    pkg.__path__ = [os.path.join(repo, "ops")]
+    sys.modules[pkg.__name__] = pkg
+    lib_stub = types.ModuleType("_mss_sanitize._lib")
+    lib_stub.CPU_LIBRARY = library  # what kernel_library() falls back to
+    sys.modules[lib_stub.__name__] = lib_stub
+    pkg._lib = lib_stub
+
+    def load(name, path):
+        spec = importlib.util.spec_from_file_location(f"_mss_sanitize.{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        setattr(pkg, name, module)
+        return module
+
+    infer = load("infer", os.path.join(repo, "infer", "__init__.py"))
+    testing = load("testing", os.path.join(repo, "ops", "testing.py"))
+    return infer, testing
+
+
+class Driver:
+    def __init__(self, library, repo):
+        self.repo = repo
+        self.library = os.path.abspath(library)
+        self.infer, self.T = load_source_modules(repo, self.library)
+        self.lib = self.T.kernel_library(self.library)
+        self.lib.ms_scatter_last_error.restype = ctypes.c_int
+        self.lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                                   ctypes.POINTER(ctypes.c_ulonglong)]
+        self.lib.ms_scatter_num_threads.restype = ctypes.c_int
+        self.lib.ms_scatter_set_num_threads.argtypes = [ctypes.c_int]
+        self.ops = [f + r for f in self.infer.FAMILIES for r in self.infer.REDUCTIONS]
+        self.calls = 0
+        self.failures = []
+
+    # ------------------------------------------------------------------ helpers
+
+    def rng(self, *key):
+        return np.random.default_rng(zlib.crc32(repr(key).encode()))
+
+    def outputs(self, op):
+        return ("tensor",) if self.T.split_op(op)[0] == "TensorScatter" else ("token", "return")
+
+    def last_error(self):
+        buf = ctypes.create_string_buffer(1024)
+        count = ctypes.c_ulonglong(0)
+        code = self.lib.ms_scatter_last_error(buf, len(buf), ctypes.byref(count))
+        return code, buf.value.decode("utf-8", "replace"), count.value
+
+    def fail(self, what):
+        self.failures.append(what)
+        if len(self.failures) <= 20:
+            print("FAIL:", what, flush=True)
+
+    def call(self, op, x, indices, updates, output):
+        self.calls += 1
+        return self.T.call_kernel(op, x, indices, updates, output, library=self.library)
+
+    @staticmethod
+    def same(a, b):
+        """Same dtype/shape; equal with NaN == NaN; and -0.0 told from +0.0."""
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return False
+        if a.dtype.kind != "f":
+            return np.array_equal(a, b)
+        if not np.array_equal(a, b, equal_nan=True):
+            return False
+        ok = ~np.isnan(b)
+        return np.array_equal(np.signbit(a[ok]), np.signbit(b[ok]))
+
+    def expected(self, op, x, indices, updates):
+        """(code, oracle result or None)."""
+        try:
+            with np.errstate(all="ignore"):
+                return 0, self.T.oracle(op, x, indices, updates)
+        except self.T.OracleIndexError:
+            return 2, None
+        except self.T.OracleZeroDivisionError:
+            return 3, None
+
+    def check(self, op, output, x, indices, updates, what):
+        """One call against the oracle: code, result, output contract, inputs untouched."""
+        code, want = self.expected(op, x, indices, updates)
+        x0, i0, u0 = x.tobytes(), indices.tobytes(), updates.tobytes()
+        rc, x_after, out = self.call(op, x, indices, updates, output)
+        tag = f"{what} {op}/{output} x{x.shape}:{x.dtype} i{indices.shape}:{indices.dtype} u{updates.shape}"
+        if rc != code:
+            self.fail(f"{tag}: code {rc}, expected {code}: {self.last_error()[1]}")
+            return
+        if x.tobytes() != x0 or indices.tobytes() != i0 or updates.tobytes() != u0:
+            self.fail(f"{tag}: caller's arrays modified")
+        if code:
+            if x_after.tobytes() != x0:
+                self.fail(f"{tag}: input_x written by a failing call (code {code})")
+            return
+        result = out if output == "tensor" else x_after
+        if not self.same(result, want):
+            self.fail(f"{tag}: result differs from the oracle")
+        if output == "return" and out.tobytes() != x_after.tobytes():
+            self.fail(f"{tag}: _return output != updated input_x")
+        if output == "tensor" and x_after.tobytes() != x0:
+            self.fail(f"{tag}: TensorScatter modified input_x")
+        if output == "token" and (out.dtype != np.int32 or out.shape != (1,)):
+            self.fail(f"{tag}: bad token")
+
+    def values(self, rng, shape, dtype, reduction, special):
+        v = self.T._values(rng, shape, np.dtype(dtype), reduction)
+        if special and v.size:
+            dt = np.dtype(dtype)
+            if dt.kind == "f":
+                fi = np.finfo(dt)
+                pool = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, fi.max, fi.min, fi.tiny,
+                                 fi.smallest_subnormal, -fi.smallest_subnormal], dt)
+            else:
+                ii = np.iinfo(dt)
+                pool = np.array([ii.min, ii.max, 0, 1, ii.max - 1] + ([-1, ii.min + 1] if ii.min else []), dt)
+            mask = rng.random(v.shape) < 0.3
+            v = np.where(mask, pool[rng.integers(0, len(pool), v.shape)], v).astype(dt)
+        return v
+
+    def indices_for(self, rng, x_shape, depth, batch, index_dtype, family):
+        dims = x_shape[:depth]
+        n = math.prod(batch)
+        cols = [rng.integers(0, d, size=n) if d > 0 else np.zeros(n, np.int64) for d in dims]
+        vectors = np.stack(cols, axis=-1) if depth else np.zeros((n, 0), np.int64)
+        if family == "Scatter":
+            return vectors.reshape(batch).astype(index_dtype)
+        return vectors.reshape(tuple(batch) + (depth,)).astype(index_dtype)
+
+    # ------------------------------------------------------------------ sections
+
+    CASES = {  # family: [(x shape, depth, [index batch shapes])]
+        "Scatter": [((7,), 1, [(), (1,), (5,), (2, 3), (0,), (2, 0)]),
+                    ((5, 3), 1, [(), (4,), (3, 2), (0,)]),
+                    ((4, 3, 2), 1, [(), (6,), (0, 2)]),
+                    ((3, 0), 1, [(4,), (0,)]),
+                    ((0, 3), 1, [(0,), (2,)])],  # (2,) into a 0-row x: code 2
+        "ScatterNd": [((7,), 1, [(), (5,), (2, 3), (0,)]),
+                      ((5, 3), 1, [(), (4,)]), ((5, 3), 2, [(), (6,), (0,)]),
+                      ((4, 3, 2), 2, [(), (2, 3)]), ((4, 3, 2), 3, [(5,), (0, 3)]),
+                      ((5, 3), 0, [(3,)]),
+                      ((3, 0), 1, [(4,)]), ((0, 3), 1, [(2,), (0,)])],
+        "TensorScatter": [((7,), 1, [(5,), (2, 3), (0,)]),
+                          ((5, 3), 1, [(4,)]), ((5, 3), 2, [(6,), (0,)]),
+                          ((4, 3, 2), 2, [(2, 3)]), ((4, 3, 2), 3, [(5,)]),
+                          ((5, 3), 0, [(3,)]),
+                          ((3, 0), 1, [(4,)]), ((0, 3), 1, [(2,), (0,)])],
+    }
+
+    def section_oracle(self):
+        for op in self.ops:
+            family, reduction = self.T.split_op(op)
+            for output, dtype, index_dtype in itertools.product(
+                    self.outputs(op), self.infer.VALUE_DTYPES, self.infer.INDEX_DTYPES):
+                for x_shape, depth, batches in self.CASES[family]:
+                    for batch in batches:
+                        for special in (False, True):
+                            rng = self.rng(op, output, dtype, index_dtype, x_shape, depth, batch, special)
+                            x = self.values(rng, x_shape, dtype, reduction, special)
+                            idx = self.indices_for(rng, x_shape, depth, batch, index_dtype, family)
+                            upd_shape = tuple(batch) + tuple(x_shape[depth:])
+                            upd = self.values(rng, upd_shape, dtype, reduction, special)
+                            self.check(op, output, x, idx, upd, "oracle")
+
+    def section_errors(self):
+        for op in self.ops:
+            family, reduction = self.T.split_op(op)
+            for output in self.outputs(op):
+                for index_dtype, dtype in (("int32", "float32"), ("int64", "int16"), ("int64", "float16")):
+                    rng = self.rng("err", op, output, index_dtype, dtype)
+                    x_shape, depth, batch = ((5, 4, 3), 1, (3,)) if family == "Scatter" else ((5, 4, 3), 2, (3,))
+                    x = self.values(rng, x_shape, dtype, reduction, False)
+                    idx = self.indices_for(rng, x_shape, depth, batch, index_dtype, family)
+                    upd = self.values(rng, batch + x_shape[depth:], dtype, reduction, False)
+                    info = np.iinfo(index_dtype)
+                    flat_positions = [0, idx.size // 2, idx.size - 1]
+                    for flat, bad in itertools.product(flat_positions, [5, 6, -1, int(info.min), int(info.max)]):
+                        bad_idx = idx.copy()
+                        bad_idx.reshape(-1)[flat] = bad
+                        if self.expected(op, x, bad_idx, upd)[0] != 2:
+                            continue  # e.g. 5 at a dimension of size > 5
+                        self.check(op, output, x, bad_idx, upd, "bad-index")
+                        pos = tuple(int(p) for p in np.unravel_index(flat, bad_idx.shape))
+                        msg = self.last_error()[1]
+                        if f"For '{op}'" not in msg or f"but got {bad} at position {pos}" not in msg:
+                            self.fail(f"bad-index {op}/{output}: message {msg!r}")
+                    # wrong updates shapes, straight to the kernel
+                    for shape in (upd.shape + (1,), upd.shape[:-1], (upd.shape[0] + 1,) + upd.shape[1:], ()):
+                        u = np.ones(shape, dtype)
+                        rc, x_after, _ = self.call(op, x, idx, u, output)
+                        if rc != 1 or x_after.tobytes() != x.tobytes():
+                            self.fail(f"bad-updates-shape {op}/{output} {shape}: code {rc}")
+                    # unsupported dtype strings
+                    for xs, isx in ((b"bool", b"int32"), (b"bfloat16", b"int32"), (b"complex64", b"int64"),
+                                    (b"uint64", b"int32"), (b"", b"int32"), (b"float32 ", b"int32"),
+                                    (b"x" * 300, b"int32"), (b"float32", b"int16"), (b"float32", b"uint64"),
+                                    (b"float32", b""), (b"float32", b"float32")):
+                        xx = x.astype(np.float32)
+                        call = self.T.KernelCall(op, xx, idx.copy(), upd.astype(np.float32), output,
+                                                 library=self.library)
+                        call.dtypes[0] = call.dtypes[2] = xs
+                        call.dtypes[1] = isx
+                        before = xx.tobytes()
+                        self.calls += 1
+                        rc = call.run()
+                        if rc != 1 or xx.tobytes() != before:
+                            self.fail(f"bad-dtype {op}/{output} {xs[:20]!r}/{isx!r}: code {rc}")
+                    # x and updates of different (valid) dtypes
+                    call = self.T.KernelCall(op, x.astype(np.float64), idx.copy(), upd.astype(np.float32), output,
+                                             library=self.library)
+                    self.calls += 1
+                    if call.run() != 1:
+                        self.fail(f"mixed dtypes {op}/{output}: accepted")
+                    # argument count
+                    call = self.T.KernelCall(op, x.copy(), idx.copy(), upd.copy(), output, library=self.library)
+                    for nparam in (0, 3, 5):
+                        self.calls += 1
+                        if call.fn(nparam, call.params, call.ndims, call.shapes, call.dtypes, None, None) != 1:
+                            self.fail(f"nparam={nparam} {op}/{output}: accepted")
+                    if call.arrays[0].tobytes() != x.tobytes():
+                        self.fail(f"nparam {op}/{output}: x written")
+                # integer division by zero, before any write
+                if reduction == "Div":
+                    for dtype in ("int8", "int16", "int32", "int64", "uint8"):
+                        rng = self.rng("div0", op, output, dtype)
+                        x = self.values(rng, (4, 3), dtype, reduction, False)
+                        idx = self.indices_for(rng, (4, 3), 1, (5,), "int64", family)
+                        upd = self.values(rng, (5, 3), dtype, reduction, False)
+                        for flat in (0, 7, 14):
+                            u = upd.copy()
+                            u.reshape(-1)[flat] = 0
+                            self.check(op, output, x, idx, u, "div0")
+                # rank/depth errors
+                if family == "Scatter":
+                    bad = [(np.array(1.0, np.float32), np.array([0], np.int32), np.ones((1,), np.float32))]
+                else:
+                    bad = [(np.ones((5, 3), np.float32), np.array(0, np.int32), np.ones((5, 3), np.float32)),
+                           (np.ones((5, 3), np.float32), np.zeros((1, 3), np.int32), np.ones((1,), np.float32)),
+                           (np.ones((1,) * 17, np.float32), np.zeros((1, 17), np.int32), np.ones((1,), np.float32))]
+                for xb, ib, ub in bad:
+                    rc, x_after, _ = self.call(op, xb, ib, ub, output)
+                    if rc != 1 or x_after.tobytes() != xb.tobytes():
+                        self.fail(f"rank/depth {op}/{output} x{xb.shape} i{ib.shape}: code {rc}")
+        # the error buffer: short, empty and NULL buffers
+        for length in (0, 1, 2, 17, 1023, 1024, 4096):
+            buf = ctypes.create_string_buffer(max(length, 1))
+            count = ctypes.c_ulonglong(0)
+            self.lib.ms_scatter_last_error(buf, length, ctypes.byref(count))
+            if length and len(buf.value) > length - 1:
+                self.fail(f"ms_scatter_last_error(len={length}) wrote {len(buf.value)} characters")
+        self.lib.ms_scatter_last_error(None, 0, None)
+        self.lib.ms_scatter_last_error(None, 16, None)
+
+    def thresholds(self):
+        """(kParallelMinWork, kFewRowsBytes) from the kernel source the library was built from."""
+        with open(os.path.join(self.repo, "kernels", "cpu", "scatter_cpu.cc")) as f:
+            source = f.read()
+        out = []
+        for name in ("kParallelMinWork", "kFewRowsBytes"):
+            m = re.search(name + r"\s*=\s*int64_t\(1\)\s*<<\s*(\d+)\s*;", source)
+            if not m:
+                raise SystemExit(f"{name} not found in scatter_cpu.cc: update _sanitize_driver.thresholds()")
+            out.append(1 << int(m.group(1)))
+        return out
+
+    def big_case(self, op, dtype, index_dtype, order, rng):
+        """A case that takes the multi-thread path: 256 index vectors of slices of
+        kParallelMinWork / 256 elements over 2 * kFewRowsBytes or more of input_x, half of
+        the indices on 8 hot rows (duplicates)."""
+        family, reduction = self.T.split_op(op)
+        work, span = self.thresholds()
+        item = np.dtype(dtype).itemsize
+        n = 256
+        slice_ = max(1, work // n)
+        rows = max(16, -(-2 * span // (slice_ * item)))
+        rows += -rows % 8
+        x_shape, depth = ((rows, slice_), 1) if family == "Scatter" else ((rows // 8, 8, slice_), 2)
+        flat = np.concatenate([rng.integers(0, rows, n // 2), rng.choice(rows, 8)[rng.integers(0, 8, n - n // 2)]])
+        flat[:2] = (0, rows - 1)  # the whole span
+        rng.shuffle(flat)
+        if order == "sorted":
+            flat.sort()
+        if family == "Scatter":
+            idx = flat.astype(index_dtype)
+        else:
+            idx = np.stack(np.unravel_index(flat, x_shape[:2]), axis=-1).astype(index_dtype)
+        x = self.values(rng, x_shape, dtype, reduction, True)
+        upd = self.values(rng, (n,) + x_shape[depth:], dtype, reduction, True)
+        if reduction == "Div" and np.dtype(dtype).kind != "f":
+            upd[upd == 0] = 1
+        return x, idx, upd
+
+    def section_threads(self):
+        tasks_before = len(os.listdir("/proc/self/task"))
+        saved = self.lib.ms_scatter_num_threads()
+        work, _ = self.thresholds()
+        try:
+            ops = ["ScatterAdd", "ScatterDiv", "ScatterNdMax", "ScatterNdAdd", "TensorScatterUpdate",
+                   "TensorScatterSub"]
+            cases = [(op, "float16") for op in ops]  # float16: the grouped path, every op
+            for i, dtype in enumerate(d for d in self.infer.VALUE_DTYPES if d != "float16"):
+                cases += [(ops[(2 * i) % len(ops)], dtype), (ops[(2 * i + 1) % len(ops)], dtype)]
+            for (op, dtype), order in itertools.product(cases, ("random", "sorted")):
+                index_dtype = "int32" if (len(op) + len(dtype)) % 2 else "int64"
+                x, idx, upd = self.big_case(op, dtype, index_dtype, order, self.rng("threads", op, dtype, order))
+                output = self.outputs(op)[-1]
+                code, want = self.expected(op, x, idx, upd)
+                results = []
+                for threads in (1, 2, 3):
+                    self.lib.ms_scatter_set_num_threads(threads)
+                    rc, x_after, out = self.call(op, x, idx, upd, output)
+                    results.append((rc, (out if output == "tensor" else x_after).tobytes()))
+                if any(r != (0, results[0][1]) for r in results):
+                    self.fail(f"threads {op} {dtype} {order}: codes {[r[0] for r in results]} or bytes differ")
+                got = np.frombuffer(results[0][1], dtype).reshape(x.shape)
+                if code != 0 or not self.same(got, want):
+                    self.fail(f"threads {op} {dtype} {order}: differs from the oracle")
+            # element-wise (slice 1) float16 accumulation with kParallelMinWork indices, many duplicates
+            rng = self.rng("elementwise")
+            x = self.values(rng, (1024, 1024), "float16", "Add", False)  # 2 MiB: above the 1 MiB span
+            idx = rng.integers(0, 1024, (work, 2))
+            idx[: work // 4] %= 16
+            upd = self.values(rng, (work,), "float16", "Add", False)
+            acc = x.astype(np.float32)
+            np.add.at(acc, (idx[:, 0], idx[:, 1]), upd.astype(np.float32))  # in index order
+            want = acc.astype(np.float16).tobytes()
+            for threads in (1, 2):
+                self.lib.ms_scatter_set_num_threads(threads)
+                rc, x_after, _ = self.call("ScatterNdAdd", x, idx, upd, "token")
+                if (rc, x_after.tobytes()) != (0, want):
+                    self.fail(f"elementwise float16 ScatterNdAdd, {threads} threads: differs from np.add.at")
+        finally:
+            self.lib.ms_scatter_set_num_threads(saved)
+        tasks_after = len(os.listdir("/proc/self/task"))
+        if tasks_after <= tasks_before:
+            self.fail(f"no worker thread was started ({tasks_before} -> {tasks_after} threads): "
+                      "the multi-thread path was not exercised")
+        print(f"  threads: {tasks_before} -> {tasks_after} OS threads in the process", flush=True)
+
+    def section_concurrency(self):
+        """Python threads launching kernels at once (ctypes releases the GIL): two in-place
+        calls on one input_x, each on the multi-thread path, lose no update; two separate
+        out-of-place calls are exact; the thread count changes meanwhile."""
+        work, _ = self.thresholds()
+        rng = self.rng("concurrency")
+        cols = 1024
+        n = max(8, work // cols)
+        shared = np.zeros((4096, cols), np.int64)
+        expected = shared.copy()
+        jobs = []
+        for t in range(2):
+            idx = rng.integers(0, 4096, n).astype(np.int64)
+            upd = rng.integers(-9, 10, (n, cols)).astype(np.int64)
+            np.add.at(expected, idx, upd)
+            jobs.append(self.T.KernelCall("ScatterAdd", shared, idx, upd, ("token", "return")[t],
+                                          library=self.library))
+        separate = []
+        for t in range(2):
+            x, idx, upd = self.big_case("TensorScatterMax", "float32", "int64", "random", self.rng("conc", t))
+            call = self.T.KernelCall("TensorScatterMax", x, idx, upd, "tensor", library=self.library)
+            jobs.append(call)
+            separate.append((call, self.T.oracle("TensorScatterMax", x, idx, upd)))
+        codes = []
+        stop = threading.Event()
+
+        def toggle():  # thread counts changing while kernels run
+            k = 0
+            while not stop.is_set():
+                self.lib.ms_scatter_set_num_threads(k % 4)  # 0 = automatic
+                k += 1
+                time.sleep(0.0005)
+
+        saved = self.lib.ms_scatter_num_threads()
+        self.lib.ms_scatter_set_num_threads(2)
+        toggler = threading.Thread(target=toggle)
+        threads = [threading.Thread(target=lambda j=j: codes.append(j.run())) for j in jobs]
+        for th in threads:
+            th.start()
+        toggler.start()
+        for th in threads:
+            th.join(300)
+        stop.set()
+        toggler.join()
+        self.lib.ms_scatter_set_num_threads(saved)
+        self.calls += len(jobs)
+        if any(th.is_alive() for th in threads) or codes != [0] * len(jobs):
+            self.fail(f"concurrency: codes {codes}")
+        if not np.array_equal(shared, expected):
+            self.fail("concurrency: lost update on a shared input_x")
+        for call, want in separate:
+            if not self.same(call.out, want):
+                self.fail("concurrency: separate TensorScatterMax differs from the oracle")
+
+    def run(self):
+        t0 = time.time()
+        for name in ("oracle", "errors", "threads", "concurrency"):
+            before, t = self.calls, time.time()
+            getattr(self, f"section_{name}")()
+            print(f"  {name}: {self.calls - before} kernel calls, {time.time() - t:.1f} s", flush=True)
+        if "mindspore" in sys.modules:
+            self.fail("mindspore was imported by the driver")
+        print(f"sanitize driver: {self.calls} kernel calls, {len(self.failures)} failures, "
+              f"{time.time() - t0:.1f} s", flush=True)
+        return 1 if self.failures else 0
+
+
+def canary(kind, library):
+    """Deliberate errors in a tiny instrumented library: proves the sanitizers are live."""
+    lib = ctypes.CDLL(os.path.abspath(library))
+    if kind == "asan":
+        lib.canary_heap_overflow.restype = ctypes.c_int
+        print("canary: heap overflow returned", lib.canary_heap_overflow(4), flush=True)
+    else:
+        lib.canary_signed_overflow.restype = ctypes.c_int
+        print("canary: signed overflow returned", lib.canary_signed_overflow(2147483647), flush=True)
+    return 0  # only reached if the sanitizer missed it
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--library", help="the sanitized kernel library")
+    parser.add_argument("--repo", default=REPO, help="source tree (ops/testing.py, infer/)")
+    parser.add_argument("--canary", choices=("asan", "ubsan"))
+    parser.add_argument("--canary-library")
+    args = parser.parse_args()
+    if args.canary:
+        return canary(args.canary, args.canary_library)
+    if not args.library or not os.path.exists(args.library):
+        parser.error(f"no library at {args.library!r}")
+    print(f"sanitize driver: {args.library}", flush=True)
+    return Driver(args.library, args.repo).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
