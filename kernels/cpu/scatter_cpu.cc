@@ -352,38 +352,9 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   Plan p;
   int rc = make_plan(op, im, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
-  // The output MindSpore allocated from our inference: a 1-element int32 token, or x's
-  // shape and dtype. A direct call with anything else is refused before any write.
-  const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
-                        std::strcmp(dtypes[3], "int32") == 0;
-  const bool full_ok = om != OutputMode::kToken && ndims[3] == p.x_ndim &&
-                       std::equal(shapes[3], shapes[3] + ndims[3], p.x_shape) &&
-                       std::strcmp(dtypes[3], dtypes[0]) == 0;
-  if (!token_ok && !full_ok) {
-    set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,
-              om == OutputMode::kToken ? "a 1-element int32 token" : "of the shape and dtype of 'input_x'",
-              shape_str(ndims[3], shapes[3]).c_str(), dtypes[3]);
-    return kBadArguments;
-  }
-  if (std::strcmp(dtypes[0], dtypes[2]) != 0) {
-    set_error(kBadArguments, "For '%s', 'updates' must have the dtype of 'input_x' (%s), but got %s.", op,
-              dtypes[0], dtypes[2]);
-    return kBadArguments;
-  }
-#define MSS_INDEX_CASE(IN, IT)                                   \
-  if (std::strcmp(dtypes[1], #IN) == 0) return run<T, IT, Op>(p, om, params);
-#define MSS_VALUE_CASE(VN, VT)                                   \
-  if (std::strcmp(dtypes[0], #VN) == 0) {                        \
-    using T = VT;                                                \
-    MS_SCATTER_INDEX_DTYPES(MSS_INDEX_CASE)                      \
-    set_error(kBadArguments, "For '%s', 'indices' must be int32 or int64, but got %s.", op, dtypes[1]); \
-    return kBadArguments;                                        \
-  }
-  MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
-#undef MSS_VALUE_CASE
-#undef MSS_INDEX_CASE
-  set_error(kBadArguments, "For '%s', the dtype of 'input_x' is not supported, but got %s.", op, dtypes[0]);
-  return kBadArguments;
+  return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
+    return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params);
+  });
 }
 
 }  // namespace

@@ -59,6 +59,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <climits>
+#include <exception>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -452,26 +453,10 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   Plan p;
   int rc = make_plan(op, im, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
-  if (std::strcmp(dtypes[0], dtypes[2]) != 0) {
-    set_error(kBadArguments, "For '%s', 'updates' must have the dtype of 'input_x' (%s), but got %s.", op,
-              dtypes[0], dtypes[2]);
-    return kBadArguments;
-  }
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
-#define MSS_INDEX_CASE(IN, IT)                                   \
-  if (std::strcmp(dtypes[1], #IN) == 0) return run<T, IT, Op>(p, om, params, stream);
-#define MSS_VALUE_CASE(VN, VT)                                   \
-  if (std::strcmp(dtypes[0], #VN) == 0) {                        \
-    using T = VT;                                                \
-    MS_SCATTER_INDEX_DTYPES(MSS_INDEX_CASE)                      \
-    set_error(kBadArguments, "For '%s', 'indices' must be int32 or int64, but got %s.", op, dtypes[1]); \
-    return kBadArguments;                                        \
-  }
-  MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
-#undef MSS_VALUE_CASE
-#undef MSS_INDEX_CASE
-  set_error(kBadArguments, "For '%s', the dtype of 'input_x' is not supported, but got %s.", op, dtypes[0]);
-  return kBadArguments;
+  return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
+    return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params, stream);
+  });
 }
 
 #undef MSS_CUDA
@@ -484,8 +469,13 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
   int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *
 #define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                                \
   MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                                      \
-    return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
-                                    params, ndims, shapes, dtypes, stream);                                \
+    try {                                                                                                  \
+      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
+                                      params, ndims, shapes, dtypes, stream);                              \
+    } catch (const std::exception &e) { /* never let an exception cross the C ABI */                      \
+      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OPNAME, e.what()); \
+      return ms_scatter::kBadArguments;                                                                    \
+    }                                                                                                      \
   }
 #define MSS_ENTRIES(R, OP)                                                  \
   MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken)       \

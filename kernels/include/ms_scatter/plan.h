@@ -5,10 +5,13 @@
 #ifndef MS_SCATTER_PLAN_H_
 #define MS_SCATTER_PLAN_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "ms_scatter/dtypes.h"
 #include "ms_scatter/error.h"
 
 namespace ms_scatter {
@@ -176,6 +179,48 @@ int index_offsets(const Plan &p, const I *idx, std::vector<int64_t> *offsets) {
     off[k] = o;
   }
   return kOk;
+}
+
+template <typename T> struct TypeTag { using type = T; };
+
+// Checks the output MindSpore allocated from our inference (a 1-element int32 token, or
+// input_x's shape and dtype) and the dtypes, then returns f(TypeTag<T>{}, TypeTag<I>{})
+// for the value dtype T and index dtype I named in dtypes (from the lists in dtypes.h).
+// Every backend dispatches through this one function.
+template <typename F>
+int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *const *shapes,
+                    const char *const *dtypes, F &&f) {
+  const char *op = p.op;
+  const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
+                        std::strcmp(dtypes[3], "int32") == 0;
+  const bool full_ok = om != OutputMode::kToken && ndims[3] == p.x_ndim &&
+                       std::equal(shapes[3], shapes[3] + ndims[3], p.x_shape) &&
+                       std::strcmp(dtypes[3], dtypes[0]) == 0;
+  if (!token_ok && !full_ok) {
+    set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,
+              om == OutputMode::kToken ? "a 1-element int32 token" : "of the shape and dtype of 'input_x'",
+              shape_str(ndims[3], shapes[3]).c_str(), dtypes[3]);
+    return kBadArguments;
+  }
+  if (std::strcmp(dtypes[0], dtypes[2]) != 0) {
+    set_error(kBadArguments, "For '%s', 'updates' must have the dtype of 'input_x' (%s), but got %s.", op,
+              dtypes[0], dtypes[2]);
+    return kBadArguments;
+  }
+#define MSS_INDEX_CASE(IN, IT) \
+  if (std::strcmp(dtypes[1], #IN) == 0) return f(TypeTag<T>{}, TypeTag<IT>{});
+#define MSS_VALUE_CASE(VN, VT)                                                                      \
+  if (std::strcmp(dtypes[0], #VN) == 0) {                                                           \
+    using T = VT;                                                                                   \
+    MS_SCATTER_INDEX_DTYPES(MSS_INDEX_CASE)                                                         \
+    set_error(kBadArguments, "For '%s', 'indices' must be int32 or int64, but got %s.", op, dtypes[1]); \
+    return kBadArguments;                                                                           \
+  }
+  MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
+#undef MSS_VALUE_CASE
+#undef MSS_INDEX_CASE
+  set_error(kBadArguments, "For '%s', the dtype of 'input_x' is not supported, but got %s.", op, dtypes[0]);
+  return kBadArguments;
 }
 
 }  // namespace ms_scatter
