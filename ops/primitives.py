@@ -57,6 +57,9 @@ class _ScatterKernel(ops.Custom):
         return mstype.int32 if self._token else dtype
 
     def __infer__(self, input_x, indices, updates):
+        for name, arg in (("input_x", input_x), ("indices", indices), ("updates", updates)):
+            if not hasattr(arg["dtype"], "element_type"):
+                raise infer.op_error(TypeError, self.op_name, f"'{name}' must be a Tensor, but got {arg['dtype']}.")
         # dtype rules first (as MindSpore's scatter ops check them), then shapes.
         dtype = self._infer_dtype(input_x["dtype"], indices["dtype"], updates["dtype"])
         shape = self._infer_shape(input_x["shape"], indices["shape"], updates["shape"])
@@ -65,6 +68,10 @@ class _ScatterKernel(ops.Custom):
     def _convert(self, input_x, indices, updates):
         """PYNATIVE: MindSpore caches a signature per primitive name, and every Custom op
         is named "Custom", so the implicit conversion is done here, by the op's own rule."""
+        for name, value in (("input_x", input_x), ("indices", indices), ("updates", updates)):
+            if not isinstance(value, Tensor) and (name == "input_x" or not isinstance(value, (int, float))):
+                raise infer.op_error(TypeError, self.op_name,
+                                     f"'{name}' must be a Tensor, but got {type(value).__name__}.")
         if isinstance(input_x, Tensor) and isinstance(updates, Tensor) and input_x.dtype != updates.dtype:
             if getattr(self, '__mindspore_signature__', None) is _IN_PLACE_SIGNATURE:
                 updates = updates.astype(getattr(mstype, infer.in_place_updates_dtype(

@@ -503,3 +503,31 @@ def test_tensor_scatter_no_conversion_independent_of_call_history(mode):
     with pytest.raises(TypeError):
         out = ms_scatter.tensor_scatter_add(Tensor(x), Tensor(indices), Tensor(updates.astype(np.float32)))
         assert out.dtype == ms.int32, f"the output dtype became {out.dtype}"
+
+
+# ------------------------------------------------------------------ Python objects for tensors
+@pytest.mark.parametrize("mode", ["PYNATIVE", "GRAPH"], indirect=True)
+@pytest.mark.parametrize("case", ["indices-list", "indices-int", "updates-list", "x-numpy", "x-list"])
+def test_python_objects_where_tensors_are_expected(mode, case):
+    """A list, a Python int or a numpy array in place of a Tensor: TypeError naming the
+    argument; the Parameter is untouched."""
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    p = Parameter(Tensor(x), name="p")
+    indices, updates = Tensor(np.array([0, 1], np.int32)), Tensor(np.ones((2, 2), np.float32))
+    call, target, name = ms_scatter.ScatterAdd(), p, None
+    if case == "indices-list":
+        indices, name = [0, 1], "indices"
+    elif case == "indices-int":
+        indices, updates, name = 1, Tensor(np.ones((2,), np.float32)), "indices"
+    elif case == "updates-list":
+        updates, name = [[1.0, 1.0], [1.0, 1.0]], "updates"
+    elif case == "x-numpy":
+        call, target, indices, name = ms_scatter.tensor_scatter_add, x, Tensor(np.array([[0]], np.int32)), "input_x"
+        updates = Tensor(np.ones((1, 2), np.float32))
+    else:
+        call, target, indices, name = ms_scatter.tensor_scatter_add, x.tolist(), Tensor(np.array([[0]], np.int32)), \
+            "input_x"
+        updates = Tensor(np.ones((1, 2), np.float32))
+    with pytest.raises(TypeError, match=rf"For '(ScatterAdd|TensorScatterAdd)', '{name}' must be a Tensor, but got"):
+        call(target, indices, updates)
+    assert_unchanged(p, x)
