@@ -348,7 +348,7 @@ int run(const Plan &p, OutputMode om, void **params) {
 
 template <typename Op>
 int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **params, int *ndims,
-             int64_t **shapes, const char **dtypes) {
+             int64_t **shapes, const char **dtypes, void * /* stream: unused on CPU */) {
   Plan p;
   int rc = make_plan(op, im, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
@@ -360,29 +360,7 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
 }  // namespace
 }  // namespace ms_scatter
 
-#define MSS_EXPORT extern "C" __attribute__((visibility("default")))
-#define MSS_AOT_ARGS int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *, void *
-#define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                   \
-  MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                         \
-    try {                                                                                     \
-      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
-                                      params, ndims, shapes, dtypes);                         \
-    } catch (const std::exception &e) { /* e.g. bad_alloc: never let it cross the C ABI */    \
-      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OPNAME, e.what()); \
-      return ms_scatter::kBadArguments;                                                       \
-    }                                                                                         \
-  }
-#define MSS_ENTRIES(R, OP)                                                  \
-  MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken)       \
-  MSS_ENTRY(Scatter##R##_return, "Scatter" #R, OP, kFirstAxis, kReturn)     \
-  MSS_ENTRY(ScatterNd##R##_token, "ScatterNd" #R, OP, kNd, kToken)          \
-  MSS_ENTRY(ScatterNd##R##_return, "ScatterNd" #R, OP, kNd, kReturn)        \
-  MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor)
-MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
+#include "ms_scatter/entries.h"
 
 MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().setting(); }
 MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::instance().set_num_threads(n); }
-
-MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *count) {
-  return ms_scatter::copy_last_error(buf, len, count);
-}

@@ -464,27 +464,5 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
 }  // namespace
 }  // namespace ms_scatter
 
-#define MSS_EXPORT extern "C" __attribute__((visibility("default")))
-#define MSS_AOT_ARGS \
-  int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *
-#define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                                \
-  MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                                      \
-    try {                                                                                                  \
-      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
-                                      params, ndims, shapes, dtypes, stream);                              \
-    } catch (const std::exception &e) { /* never let an exception cross the C ABI */                      \
-      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OPNAME, e.what()); \
-      return ms_scatter::kBadArguments;                                                                    \
-    }                                                                                                      \
-  }
-#define MSS_ENTRIES(R, OP)                                                  \
-  MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken)       \
-  MSS_ENTRY(Scatter##R##_return, "Scatter" #R, OP, kFirstAxis, kReturn)     \
-  MSS_ENTRY(ScatterNd##R##_token, "ScatterNd" #R, OP, kNd, kToken)          \
-  MSS_ENTRY(ScatterNd##R##_return, "ScatterNd" #R, OP, kNd, kReturn)        \
-  MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor)
-MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
+#include "ms_scatter/entries.h"
 
-MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *count) {
-  return ms_scatter::copy_last_error(buf, len, count);
-}
