@@ -1,9 +1,9 @@
 """Benchmark of ms_scatter against MindSpore's built-in scatter kernels and peers.
 
-    python -m ms_scatter.bench                 # everything (~10-15 min on 2 cores)
-    python -m ms_scatter.bench --quick         # small and medium workloads, fewer reps (~1-2 min)
-    python -m ms_scatter.bench --only embedding --ops scatter_add --dtypes float32
-    python -m ms_scatter.bench --chart bench.png --json bench.json
+    python -m st.bench                 # everything (~10-15 min on 2 cores)
+    python -m st.bench --quick         # small and medium workloads, fewer reps (~1-2 min)
+    python -m st.bench --only embedding --ops scatter_add --dtypes float32
+    python -m st.bench --chart bench.png --json bench.json
 
 Speed is shown as ratios against anchors measured in the same run (the built-in kernels,
 numpy, PyTorch, JAX and a memory-copy probe), never asserted. All implementations of
@@ -232,7 +232,7 @@ def _thread_control():
     """(get, set) of the kernel library's thread count, or None (a build without a pool)."""
     import ctypes
 
-    from .testing import kernel_library
+    from ms_scatter.testing import kernel_library
     lib = kernel_library()
     try:
         get, put = lib.ms_scatter_num_threads, lib.ms_scatter_set_num_threads
@@ -246,7 +246,7 @@ def _thread_control():
 def make_kernel(case, threads=None):
     """The kernel called directly. `threads`: run it on that many threads (the library's
     setting is changed around each sample and restored)."""
-    from .testing import KernelCall
+    from ms_scatter.testing import KernelCall
     control = None
     if threads is not None:
         control = _thread_control()
@@ -359,7 +359,7 @@ def check_kernel(case):
     the speed of a wrong answer means nothing. Returns None (not checked), True or False."""
     if case.n * case.cols > (1 << 20):
         return None
-    from .testing import call_kernel, oracle
+    from ms_scatter.testing import call_kernel, oracle
     op = OURS_PRIM[case.op]
     idx = case.idx if case.in_place else case.idx2
     rc, x_after, out = call_kernel(op, case.x, idx, case.upd)
@@ -646,8 +646,8 @@ def _pct(v):
 
 def versions(no_peers=False):
     ms, _, _, _, _, _, ms_scatter = ms_modules()
-    from ._lib import CPU_LIBRARY
-    from .testing import kernel_library
+    from ms_scatter._lib import CPU_LIBRARY
+    from ms_scatter.testing import kernel_library
     v = {"python": platform.python_version(), "numpy": np.__version__, "mindspore": ms.__version__,
          "ms_scatter": getattr(ms_scatter, "__version__", "?"), "kernel_library": CPU_LIBRARY}
     lib = kernel_library()
@@ -728,7 +728,7 @@ def _csv(value, allowed, what):
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(prog="python -m ms_scatter.bench", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m st.bench", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true",
                    help="fewer repetitions; skip the largest workloads (large, graph, graph-sorted)")

@@ -1,4 +1,4 @@
-"""Peers of the benchmark (python -m ms_scatter.bench): numpy, PyTorch and JAX doing the
+"""Peers of the benchmark (python -m st.bench): numpy, PyTorch and JAX doing the
 same scatter on the same data, and the memory-bandwidth probe.
 
 Each maker takes a ``Case`` (see bench.py) and returns a zero-argument callable that runs
