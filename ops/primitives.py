@@ -21,7 +21,7 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
-from . import infer
+from . import _grad, infer
 from ._lib import error_count, kernel_func, raise_kernel_error
 
 _PYNATIVE_LOCK = threading.RLock()
@@ -36,13 +36,13 @@ _IN_PLACE_SIGNATURE = (
 class _ScatterKernel(ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
-    def _setup(self, op_name, family, entry, token=False, side_effect=False):
+    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None):
         self.op_name = op_name
         self.family = family
         self._token = token
         self._library, func = kernel_func(entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
-                         func_type="aot")
+                         func_type="aot", bprop=bprop)
         self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
@@ -102,11 +102,20 @@ class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode 
     In PYNATIVE (where MindSpore calls ``__call__``) a Tensor sharing the Parameter's
     memory, so that the result prints and behaves like the built-ins' output (O(1))."""
 
+    def __init__(self, view=False):
+        super().__init__()
+        self._view = view
+
     def __call__(self, value, expr):
-        return Tensor(value) if isinstance(value, Parameter) else value
+        if not isinstance(value, Parameter):
+            return value
+        # view=True (used while a gradient is recorded): an op autograd sees, which waits
+        # for the kernel; otherwise Tensor(value), which costs nothing.
+        return value.view(value.shape) if self._view else Tensor(value)
 
 
 _result = Depend()
+_result_view = Depend(view=True)
 
 
 class _InPlaceKernel(_ScatterKernel):
@@ -120,12 +129,13 @@ class _InPlaceKernel(_ScatterKernel):
 class _InPlaceScatter(_ScatterKernel):
     """Base of Scatter* and ScatterNd*: in place on a Parameter, returns the updated input_x."""
     __mindspore_signature__ = _IN_PLACE_SIGNATURE
-    _op = _family = None
+    _op = _family = _reduction = None
     _function = None  # the functional form, set when the class is made
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
-        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True)
+        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True,
+                    bprop=_grad.in_place_primitive_bprop(self._op, self._reduction, self._family == "Scatter"))
         self.add_prim_attr('use_locking', use_locking)
         self.use_locking = use_locking
 
@@ -136,10 +146,10 @@ class _InPlaceScatter(_ScatterKernel):
 
 class _TensorScatter(_ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
-    _op = _family = None
+    _op = _family = _reduction = None
 
     def __init__(self):
-        self._setup(self._op, self._family, self._op)
+        self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
 
 
 def _function_name(op):
@@ -170,7 +180,7 @@ def _make(family, reduction):
     op = family + reduction
     doc = (f"{op}: {_FORMULA[reduction]}, {_INDEXING[family]} Duplicate indices apply in index order; "
            f"see the README for the policies (out-of-range indices, division by zero, NaN).")
-    attrs = {"_op": op, "_family": family, "__doc__": doc, "__module__": "ms_scatter"}
+    attrs = {"_op": op, "_family": family, "_reduction": reduction, "__doc__": doc, "__module__": "ms_scatter"}
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
         kernel = cls()
@@ -179,10 +189,8 @@ def _make(family, reduction):
             return kernel(input_x, indices, updates)
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
-        kernel = _InPlaceKernel(op, family)
-
-        def function(input_x, indices, updates):
-            return _result(input_x, kernel(input_x, indices, updates))
+        function = _grad.in_place_function(_InPlaceKernel(op, family), _result, _result_view, reduction,
+                                           family == "Scatter")
         cls._function = staticmethod(function)
     function.__name__ = function.__qualname__ = _function_name(op)
     function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
@@ -196,3 +204,4 @@ for _family in infer.FAMILIES:
         _cls, _fn = _make(_family, _reduction)
         PRIMITIVES[_cls.__name__] = _cls
         FUNCTIONS[_fn.__name__] = _fn
+_grad.install(PRIMITIVES)

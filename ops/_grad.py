@@ -1,0 +1,226 @@
+"""Gradients of the 21 operators: one rule per reduction, written once for every family.
+
+Every operator is ScatterNd with index depth d (Scatter* has d = 1), so a rule sees the
+index vectors ``idx`` (N, d), the updates ``upd`` (N,) + slice, ``dout`` (shape of
+input_x), ``out`` (the result) and ``xg`` (input_x before the call, gathered at idx:
+the same shape as the updates). The helper scatters in the rules are ms_scatter's own
+TensorScatter kernels (installed by primitives.py); nothing calls MindSpore's scatter ops.
+
+=========  =====================================================================
+Add/Sub    dx = dout; du = +/- dout[idx]
+Mul        dx = dout * prod(u at that slot); du_n = dout[idx_n] * x[idx_n] * (product
+           of the *other* updates of that slot): zeros are counted, so a slot with
+           one zero update still gives that update the product of the rest
+Div        dx = dout / prod(u at that slot); du_n = -dout[idx_n] * out[idx_n] / u_n
+Max/Min    the gradient of each output element is split equally among the values that
+           reached it: input_x (if it equals the result) and every update equal to it
+Update     dx = 0 where written, dout elsewhere; du_n = dout[idx_n] for the update that
+           survived (the last in index order), 0 for the overwritten ones
+=========  =====================================================================
+
+Integer dtypes get zero gradients (MindSpore's convention for non-float inputs).
+
+In-place families: the kernel overwrites input_x, so the functional forms gather
+input_x at idx before the call for the rules that need it (Mul, Max, Min). In GRAPH
+mode that gather is removed when nothing differentiates the call; in PYNATIVE it runs
+only while a gradient is being recorded. The primitive form in a GRAPH graph cannot keep
+that value: its Mul/Max/Min gradient raises an error that points to the functional form.
+"""
+from mindspore import Tensor, nn, ops
+from mindspore.common import dtype as mstype
+from mindspore.graph.api import _pynative_executor
+from mindspore.ops.operations import Gather as _MsGather
+from mindspore.ops.operations import GatherNd as _MsGatherNd
+
+_FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
+NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
+
+# ms_scatter's own TensorScatter kernels, set by install() once they exist.
+_TS_ADD = _TS_MUL = _TS_DIV = _TS_MAX = _TS_UPDATE = None
+
+
+def install(primitives):
+    """Called by primitives.py with its PRIMITIVES table."""
+    global _TS_ADD, _TS_MUL, _TS_DIV, _TS_MAX, _TS_UPDATE
+    _TS_ADD = primitives["TensorScatterAdd"]()
+    _TS_MUL = primitives["TensorScatterMul"]()
+    _TS_DIV = primitives["TensorScatterDiv"]()
+    _TS_MAX = primitives["TensorScatterMax"]()
+    _TS_UPDATE = primitives["TensorScatterUpdate"]()
+
+
+def _prod(shape):
+    n = 1
+    for s in shape:
+        n = n * s
+    return n
+
+
+def _flatten(x, indices, depth_one):
+    """Index vectors (N, d) and the shape (N,) + slice the updates take."""
+    if depth_one:
+        d = 1
+        n = _prod(indices.shape)
+    else:
+        d = indices.shape[-1]
+        n = _prod(indices.shape[:-1])
+    return ops.reshape(indices, (n, d)), (n,) + x.shape[d:]
+
+
+def _is_float(t):
+    return t.dtype in _FLOATS
+
+
+def _broadcast_rows(flags, like):
+    """(N,) -> the shape of `like` (N,) + slice."""
+    return ops.reshape(flags, flags.shape + (1,) * (len(like.shape) - 1))
+
+
+def _rule(reduction, dout, idx, upd, xg, out):
+    """(d input_x, d updates in the flat (N,) + slice shape)."""
+    gather = ops.gather_nd
+    if reduction == "Add":
+        return dout, gather(dout, idx)
+    if reduction == "Sub":
+        return dout, -gather(dout, idx)
+    if reduction == "Div":
+        dx = dout * _TS_DIV(ops.ones_like(dout), idx, upd)
+        return dx, -gather(dout, idx) * gather(out, idx) / upd
+    if reduction == "Mul":
+        is_zero = upd == 0
+        nonzero = ops.select(is_zero, ops.ones_like(upd), upd)
+        zeros = _TS_ADD(ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype))
+        product = _TS_MUL(ops.ones_like(dout), idx, nonzero)  # of the nonzero updates
+        dx = dout * ops.select(zeros == 0, product, ops.zeros_like(product))
+        zg = gather(zeros, idx)
+        pg = gather(product, idx)
+        none = ops.zeros_like(pg)
+        others = ops.select(is_zero, ops.select(zg == 1, pg, none),
+                            ops.select(zg == 0, pg / nonzero, none))
+        return dx, gather(dout, idx) * xg * others
+    if reduction in ("Max", "Min"):
+        og = gather(out, idx)
+        won_u = ops.cast(upd == og, dout.dtype)
+        won_x = _TS_UPDATE(ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype))
+        count = ops.maximum(_TS_ADD(won_x, idx, won_u), ops.ones_like(dout))
+        share = dout / count
+        return share * won_x, gather(share, idx) * won_u
+    # Update
+    n = idx.shape[0]
+    written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
+    order = ops.arange(n, dtype=mstype.int32)
+    last = _TS_MAX(ops.full(dout.shape[:idx.shape[1]], -1, dtype=mstype.int32), idx, order)
+    survived = ops.cast(gather(last, idx) == order, dout.dtype)
+    return dout * (1 - written), gather(dout, idx) * _broadcast_rows(survived, upd)
+
+
+def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
+    """(d input_x, d updates) of one call; xg is input_x gathered at indices (shape of
+    updates) or None for the rules that do not use it."""
+    if not _is_float(dout):
+        return ops.zeros_like(dout), ops.zeros_like(updates)
+    idx, flat_shape = _flatten(x, indices, depth_one)
+    upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
+    if xg is not None:
+        xg = ops.reshape(xg, flat_shape)
+    dx, du = _rule(reduction, dout, idx, upd, xg, out)
+    return dx, ops.cast(ops.reshape(du, updates.shape), updates.dtype)
+
+
+def out_of_place_bprop(reduction, depth_one):
+    """bprop of a TensorScatter kernel: input_x is intact."""
+    def bprop(x, indices, updates, out, dout):
+        xg = None
+        if reduction in NEEDS_INPUT:
+            xg = ops.gather_nd(x, indices)
+        dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
+        return dx, ops.zeros_like(indices), du
+    return bprop
+
+
+def in_place_primitive_bprop(op, reduction, depth_one):
+    """bprop of an in-place primitive's own kernel (its GRAPH-mode path): input_x has been
+    overwritten by the time the gradient runs."""
+    if reduction in NEEDS_INPUT:
+        function = "".join("_" + c.lower() if c.isupper() else c for c in op).lstrip("_")
+
+        def bprop(x, indices, updates, out, dout):
+            raise RuntimeError(
+                f"For '{op}', the gradient in GRAPH mode needs input_x as it was before the call, "
+                f"which the primitive form (writing in place) cannot keep; call ms_scatter.{function}(input_x, "
+                f"indices, updates), whose gradient is exact, but got a differentiated {op}() primitive.")
+        return bprop
+
+    def bprop(x, indices, updates, out, dout):
+        dx, du = grads(reduction, depth_one, x, indices, updates, None, out, dout)
+        return dx, ops.zeros_like(indices), du
+    return bprop
+
+
+class Gather(_MsGather):  # keeps the primitive name "Gather": input_x[indices] along axis 0
+    """GRAPH: a plain Gather (removed as dead code unless a gradient uses it).
+    PYNATIVE: runs only while a gradient is being recorded."""
+
+    def __call__(self, x, indices, axis):
+        if not _pynative_executor.requires_grad():
+            return _PLACEHOLDER
+        return super().__call__(x, indices, axis)
+
+
+class GatherNd(_MsGatherNd):  # keeps the primitive name "GatherNd"
+    """As Gather (below), for index vectors of depth d."""
+
+    def __call__(self, x, indices):
+        if not _pynative_executor.requires_grad():
+            return _PLACEHOLDER
+        return super().__call__(x, indices)
+
+
+_PLACEHOLDER = Tensor([0], mstype.int32)
+_save_rows = Gather()
+_save_slots = GatherNd()
+
+
+class InPlaceCall(nn.Cell):
+    """One in-place functional form: ``Depend(input_x, kernel(input_x, indices, updates))``
+    with the gradient rule of its reduction. ``saved`` is input_x gathered at indices before
+    the kernel writes (or a placeholder when the rule does not need it)."""
+
+    def __init__(self, kernel, result, result_view, reduction, depth_one):
+        super().__init__(auto_prefix=False)
+        self.kernel = kernel
+        self.fast_result = result
+        self.result = result_view
+        self.reduction = reduction
+        self.depth_one = depth_one
+        self.uses_saved = reduction in NEEDS_INPUT
+
+    def __call__(self, x, indices, updates, saved):
+        # Python-level calls only (a graph inlines construct). A Cell call costs ~0.3 ms in
+        # PYNATIVE: pay it only while a gradient is being recorded.
+        if not _pynative_executor.requires_grad():
+            return self.fast_result(x, self.kernel(x, indices, updates))
+        return super().__call__(x, indices, updates, saved)
+
+    def construct(self, x, indices, updates, saved):
+        return self.result(x, self.kernel(x, indices, updates))
+
+    def bprop(self, x, indices, updates, saved, out, dout):
+        xg = saved if self.uses_saved else None
+        dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout)
+        return dx, ops.zeros_like(indices), du, ops.zeros_like(saved)
+
+
+def in_place_function(kernel, result, result_view, reduction, depth_one):
+    """The in-place functional form of one operator (returns the updated input_x)."""
+    call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
+    if reduction not in NEEDS_INPUT:
+        def function(input_x, indices, updates):
+            return call(input_x, indices, updates, _PLACEHOLDER)
+    elif depth_one:
+        def function(input_x, indices, updates):
+            return call(input_x, indices, updates, _save_rows(input_x, indices, 0))
+    else:
+        def function(input_x, indices, updates):
+            return call(input_x, indices, updates, _save_slots(input_x, indices))
+    return function
