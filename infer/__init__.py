@@ -20,6 +20,11 @@ REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
 FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
 
 
+def function_name(op):
+    """The functional form's name: ScatterNdAdd -> scatter_nd_add."""
+    return "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
+
+
 def op_error(exc_type, op, message):
     """The one error wording: ``For '<op>', <message>``."""
     return exc_type(f"For '{op}', {message}")

@@ -32,6 +32,8 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops.operations import Gather as _MsGather
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 
+from . import infer
+
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
 NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
 
@@ -142,7 +144,7 @@ def in_place_primitive_bprop(op, reduction, depth_one):
     """bprop of an in-place primitive's own kernel (its GRAPH-mode path): input_x has been
     overwritten by the time the gradient runs."""
     if reduction in NEEDS_INPUT:
-        function = "".join("_" + c.lower() if c.isupper() else c for c in op).lstrip("_")
+        function = infer.function_name(op)
 
         def bprop(x, indices, updates, out, dout):
             raise RuntimeError(

@@ -152,15 +152,6 @@ class _TensorScatter(_ScatterKernel):
         self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
 
 
-def _function_name(op):
-    out = []
-    for ch in op:
-        if ch.isupper() and out:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)  # ScatterNdAdd -> scatter_nd_add, TensorScatterMax -> tensor_scatter_max
-
-
 _FORMULA = {
     "Add": "x[idx] += updates", "Sub": "x[idx] -= updates", "Mul": "x[idx] *= updates",
     "Div": "x[idx] /= updates", "Max": "x[idx] = maximum(x[idx], updates)",
@@ -192,7 +183,7 @@ def _make(family, reduction):
         function = _grad.in_place_function(_InPlaceKernel(op, family), _result, _result_view, reduction,
                                            family == "Scatter")
         cls._function = staticmethod(function)
-    function.__name__ = function.__qualname__ = _function_name(op)
+    function.__name__ = function.__qualname__ = infer.function_name(op)
     function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
     return cls, function
 

@@ -9,22 +9,13 @@ import numpy as np
 from mindspore import Parameter, Tensor, nn
 
 import ms_scatter
+from ms_scatter.infer import function_name  # noqa: F401 (used by the tests)
 from ms_scatter.testing import split_op
 
 # The 21 operators in table order (family x reduction), e.g. "ScatterNdMax".
 OPS = list(ms_scatter.PRIMITIVES)
 VALUE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
 INDEX_DTYPES = ("int32", "int64")
-
-
-def function_name(op):
-    """'ScatterNdAdd' -> 'scatter_nd_add', 'TensorScatterMax' -> 'tensor_scatter_max'."""
-    out = []
-    for ch in op:
-        if ch.isupper() and out:
-            out.append("_")
-        out.append(ch.lower())
-    return "".join(out)
 
 
 def in_place(op):

@@ -38,7 +38,7 @@ def test_fuzz_through_mindspore(op, form):
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     family, _ = split_op(op)
     call = getattr(ms_scatter, op)() if form == "primitive" else ms_scatter.FUNCTIONS[
-        ms_scatter.primitives._function_name(op)]
+        ms_scatter.infer.function_name(op)]
 
     ran = []
 
