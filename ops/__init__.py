@@ -11,6 +11,7 @@ from . import infer
 from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
                    get_num_threads, set_num_threads, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
+from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
 
 __version__ = "0.1.0"
 
