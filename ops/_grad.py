@@ -29,7 +29,7 @@ that value: its Mul/Max/Min gradient raises an error that points to the function
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
-from mindspore.ops.operations import Gather as _MsGather
+from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 
 from . import infer
@@ -159,18 +159,10 @@ def in_place_primitive_bprop(op, reduction, depth_one):
     return bprop
 
 
-class Gather(_MsGather):  # keeps the primitive name "Gather": input_x[indices] along axis 0
-    """GRAPH: a plain Gather (removed as dead code unless a gradient uses it).
-    PYNATIVE: runs only while a gradient is being recorded."""
-
-    def __call__(self, x, indices, axis):
-        if not _pynative_executor.requires_grad():
-            return _PLACEHOLDER
-        return super().__call__(x, indices, axis)
-
-
 class GatherNd(_MsGatherNd):  # keeps the primitive name "GatherNd"
-    """As Gather (below), for index vectors of depth d."""
+    """input_x at the index vectors, before the kernel writes. GRAPH: a plain GatherNd,
+    removed as dead code unless a gradient uses it. PYNATIVE: runs only while a gradient
+    is being recorded (otherwise returns a placeholder)."""
 
     def __call__(self, x, indices):
         if not _pynative_executor.requires_grad():
@@ -178,9 +170,19 @@ class GatherNd(_MsGatherNd):  # keeps the primitive name "GatherNd"
         return super().__call__(x, indices)
 
 
+class ExpandDims(_MsExpandDims):  # keeps the primitive name "ExpandDims"
+    """Scatter* indices as index vectors of depth 1 (same PYNATIVE shortcut). GatherNd, not
+    Gather: MindSpore 2.10's vmap rule of Gather fails for unbatched input_x."""
+
+    def __call__(self, x, axis):
+        if not _pynative_executor.requires_grad():
+            return _PLACEHOLDER
+        return super().__call__(x, axis)
+
+
 _PLACEHOLDER = Tensor([0], mstype.int32)
-_save_rows = Gather()
 _save_slots = GatherNd()
+_as_vectors = ExpandDims()
 
 
 class InPlaceCall(nn.Cell):
@@ -221,7 +223,7 @@ def in_place_function(kernel, result, result_view, reduction, depth_one):
             return call(input_x, indices, updates, _PLACEHOLDER)
     elif depth_one:
         def function(input_x, indices, updates):
-            return call(input_x, indices, updates, _save_rows(input_x, indices, 0))
+            return call(input_x, indices, updates, _save_slots(input_x, _as_vectors(indices, -1)))
     else:
         def function(input_x, indices, updates):
             return call(input_x, indices, updates, _save_slots(input_x, indices))
