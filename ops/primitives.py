@@ -12,6 +12,10 @@ How a call runs, and what it costs (x = input_x, u = updates):
   ``__call__``): the primitive's own kernel writes x in place and copies the updated x
   into the primitive's output (an aot output never aliases an input). Cost O(u) + O(x).
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
+
+On the device target Ascend (or with MS_SCATTER_KERNELS=hybrid) every primitive and
+function runs on the AKG hybrid kernels instead: ops/_ascend.py (out of place, then
+ops.assign for the in-place families: O(x) + O(u)).
 """
 import threading
 
@@ -21,8 +25,8 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
-from . import _grad, infer
-from ._lib import error_count, kernel_func, raise_kernel_error
+from . import _ascend, _grad, infer
+from ._lib import error_count, raise_kernel_error
 
 _PYNATIVE_LOCK = threading.RLock()
 
@@ -40,12 +44,15 @@ class _ScatterKernel(ops.Custom):
         self.op_name = op_name
         self.family = family
         self._token = token
-        self._library, func = kernel_func(entry)
+        # the aot library of the device target, or on Ascend / MS_SCATTER_KERNELS=hybrid the
+        # hybrid kernels (ops/_ascend.py)
+        self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
-                         func_type="aot", bprop=bprop)
+                         func_type=func_type, bprop=bprop)
         self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
+        self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
         rule, kwargs = infer.family_shape_rule(self.family)
@@ -81,6 +88,8 @@ class _ScatterKernel(ops.Custom):
         return input_x, indices, updates
 
     def __call__(self, *args):
+        if self._hybrid is not None:
+            return self._hybrid(*args)
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
         # the kernel so that a bad index raises here, with the kernel's own message.
         # One call at a time: MindSpore 2.10's PYNATIVE launches from several Python
@@ -130,7 +139,7 @@ class _InPlaceScatter(_ScatterKernel):
     """Base of Scatter* and ScatterNd*: in place on a Parameter, returns the updated input_x."""
     __mindspore_signature__ = _IN_PLACE_SIGNATURE
     _op = _family = _reduction = None
-    _function = None  # the functional form, set when the class is made
+    _function = None  # the functional form's aot path, set when the class is made
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
@@ -140,6 +149,8 @@ class _InPlaceScatter(_ScatterKernel):
         self.use_locking = use_locking
 
     def __call__(self, input_x, indices, updates):
+        if self._hybrid is not None:
+            return self._hybrid(input_x, indices, updates)
         # PYNATIVE: the O(updates) path; the result is the updated Parameter itself.
         return type(self)._function(input_x, indices, updates)
 
@@ -175,14 +186,23 @@ def _make(family, reduction):
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
         kernel = cls()
+        hybrid = _ascend.HybridOp(op, family, kernel._convert)
 
         def function(input_x, indices, updates):
+            if _ascend.hybrid_selected():
+                return hybrid(input_x, indices, updates)
             return kernel(input_x, indices, updates)
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
-        function = _grad.in_place_function(_InPlaceKernel(op, family), _result, _result_view, reduction,
-                                           family == "Scatter")
-        cls._function = staticmethod(function)
+        kernel = _InPlaceKernel(op, family)
+        hybrid = _ascend.HybridOp(op, family, kernel._convert)
+        aot_function = _grad.in_place_function(kernel, _result, _result_view, reduction, family == "Scatter")
+
+        def function(input_x, indices, updates):
+            if _ascend.hybrid_selected():
+                return hybrid(input_x, indices, updates)
+            return aot_function(input_x, indices, updates)
+        cls._function = staticmethod(aot_function)
     function.__name__ = function.__qualname__ = infer.function_name(op)
     function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
     return cls, function

@@ -18,7 +18,8 @@ and is compared bit for bit with the numpy loop oracle (ms_scatter.testing.oracl
 * the DSL itself: every generated source passes MindSpore's DSL check for target Ascend,
   uint8 is refused by the DSL (asserted), the registration info for Ascend;
 * GRAPH mode: a Cell holding a Parameter assigns HybridScatter's result (the in-place
-  wiring the primitive layer will use).
+  wiring the primitive layer uses on the Ascend path, ms_scatter/_ascend.py; the
+  primitives themselves on that path: st/test_ascend_path.py).
 
 Compiles are shared: every case of a mode uses the same kernel view shapes, so a kernel
 compiles once per (kernel, dtype, index dtype). A failed AKG compile kills MindSpore's

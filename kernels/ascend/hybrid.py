@@ -44,13 +44,15 @@ Semantics (those of the CPU engine, ms_scatter.testing.oracle):
   and rounds once at the end -- exactly the project's "float16 accumulates in float32"
   policy. The Custom itself, given float16 directly, would round after every update.
 
-What a hybrid kernel cannot do (the primitive layer must do it before calling on Ascend):
+What a hybrid kernel cannot do (the primitive layer, ms_scatter/_ascend.py, does it around
+the kernel on the Ascend path):
 
 * raise: an out-of-range or negative index vector is SKIPPED (nothing written for it,
-  never an out-of-bounds write); the primitive layer must validate the indices first
+  never an out-of-bounds write); the primitive layer validates the indices first
   to keep the project's policy (error, nothing written);
 * integer division by zero: the destination is left unchanged (no trap); the primitive
-  layer must raise ScatterZeroDivisionError before calling;
+  layer raises ScatterZeroDivisionError before calling (PYNATIVE) or fails/gates the
+  step (GRAPH);
 * uint8: ``output_tensor``/``allocate`` accept only dtypes named int*/float* (AKG
   ``_allocate_tensor``), so ``HybridScatter`` computes uint8 in int32 and converts back:
   exact, since Add/Sub/Mul are ring operations modulo 2**8 (int32 wraps modulo 2**32) and
@@ -68,7 +70,8 @@ Ascend) and "pyfunc" (CPU); ``@kernel`` says "Supported Platforms: GPU CPU", and
 CPU wheel ships ``libakg.so`` for CPU only. The Ascend AKG path still exists in the code
 (``_compile_akg_task_ascend``, ``AkgAscendKernelBuilder``), so these kernels avoid every
 intrinsic the DSL checker refuses on Ascend (``isnan``, ``int64()``, ``trunc`` ...), but
-they have only been compiled and run on CPU. See ``ascend_reg_info``.
+they have only been compiled and run on CPU (directly, and through the primitives with
+MS_SCATTER_KERNELS=hybrid). See ``ascend_reg_info``.
 """
 import linecache
 import sys
@@ -226,21 +229,26 @@ def _same_as_x(x, indices, updates):
 _CUSTOMS = {}
 
 
-def hybrid_custom(op_name, depth=1, dtype=None, reg_info=None):
+def hybrid_custom(op_name, depth=1, dtype=None, reg_info=None, ascend=False):
     """``ops.Custom(kernel, out_shape=x's, out_dtype=x's, func_type="hybrid")`` for `op_name`.
 
     Inputs of the returned op, all static shapes (views made by ``HybridScatter``):
     Scatter*: x (N, S), indices (K,), updates (K, S); ScatterNd*/TensorScatter*:
     x x.shape[:depth] + (S,), indices (K, depth), updates (K, S). Output: the updated x,
     out of place. `dtype` (value dtype) matters only for Div (integer vs float kernel);
-    `reg_info` e.g. ``ascend_reg_info()`` to register the op for target Ascend.
-    Customs without reg_info are cached per (kernel, depth, dtype kind)."""
+    `reg_info` e.g. ``ascend_reg_info()`` to register the op for target Ascend (a new
+    Custom each call); ``ascend=True`` does that with ``ascend_reg_info()``, cached.
+    Customs are cached per (kernel, depth, dtype kind, registered for Ascend or not).
+    MindSpore's CPU AKG path ignores a registration for Ascend (measured: an Ascend-registered
+    Custom, given int8 that its Ascend formats lack, still compiles and runs on CPU)."""
     func = kernel_function(op_name, depth, dtype)
     if reg_info is not None:
         return ops.Custom(func, out_shape=_same_as_x, out_dtype=_same_as_x, func_type="hybrid", reg_info=reg_info)
-    if func not in _CUSTOMS:
-        _CUSTOMS[func] = ops.Custom(func, out_shape=_same_as_x, out_dtype=_same_as_x, func_type="hybrid")
-    return _CUSTOMS[func]
+    key = (func, bool(ascend))
+    if key not in _CUSTOMS:
+        _CUSTOMS[key] = ops.Custom(func, out_shape=_same_as_x, out_dtype=_same_as_x, func_type="hybrid",
+                                   reg_info=ascend_reg_info() if ascend else None)
+    return _CUSTOMS[key]
 
 
 # dtype_format rows for target Ascend: AI Core computes float16/float32/int32 (float16 data
@@ -251,6 +259,12 @@ _ASCEND_FORMATS = (
     (DataType.I32_Default, DataType.I32_Default, DataType.I32_Default, DataType.I32_Default),
     (DataType.I32_Default, DataType.I64_Default, DataType.I32_Default, DataType.I32_Default),
 )
+
+
+# value dtypes that can run on Ascend under these registrations: those whose compute dtype
+# (COMPUTE_DTYPE) has a row above (float16 and uint8 are computed in float32 / int32)
+ASCEND_VALUE_DTYPES = tuple(d for d, c in COMPUTE_DTYPE.items() if c in {row[0][0] for row in _ASCEND_FORMATS})
+ASCEND_INDEX_DTYPES = tuple(sorted({row[1][0] for row in _ASCEND_FORMATS}))
 
 
 def ascend_reg_info(formats=_ASCEND_FORMATS):
@@ -300,13 +314,14 @@ class HybridScatter(nn.Cell):
     float16/uint8 compute dtype and the empty cases; does NOT validate indices or integer
     divisors (the kernel skips / leaves unchanged, see the module docstring)."""
 
-    def __init__(self, op_name):
+    def __init__(self, op_name, ascend=False):
         super().__init__()
         family, _ = split_op(op_name)
         self.first_axis = family == "Scatter"
         depths = (1,) if self.first_axis else tuple(range(1, MAX_DEPTH + 1))
-        self.float_kernels = tuple(hybrid_custom(op_name, d, "float32") for d in depths)
-        self.int_kernels = tuple(hybrid_custom(op_name, d, "int32") for d in depths)
+        # ascend=True: every Custom registered for target Ascend (ascend_reg_info)
+        self.float_kernels = tuple(hybrid_custom(op_name, d, "float32", ascend=ascend) for d in depths)
+        self.int_kernels = tuple(hybrid_custom(op_name, d, "int32", ascend=ascend) for d in depths)
         self.identity = ops.Identity()
 
     def construct(self, x, indices, updates):
@@ -344,8 +359,9 @@ def hybrid_scatter(op_name, x, indices, updates):
     return _CELLS[op_name](x, indices, updates)
 
 
-__all__ = ["REDUCTIONS", "FAMILIES", "COMPUTE_DTYPE", "DSL_REFUSED_DTYPES", "generate_source", "kernel_function",
-           "kernel_source", "hybrid_custom", "HybridScatter", "hybrid_scatter", "ascend_reg_info", "split_op"]
+__all__ = ["REDUCTIONS", "FAMILIES", "COMPUTE_DTYPE", "DSL_REFUSED_DTYPES", "ASCEND_VALUE_DTYPES",
+           "ASCEND_INDEX_DTYPES", "generate_source", "kernel_function", "kernel_source", "hybrid_custom",
+           "HybridScatter", "hybrid_scatter", "ascend_reg_info", "split_op"]
 
 if __name__ == "__main__":  # print a few generated sources
     for _op in ("ScatterAdd", "ScatterNdMax", "ScatterNdDiv"):
