@@ -96,6 +96,17 @@ def raise_kernel_error(path, before_count, original):
     raise _ERROR_TYPES.get(code, ScatterKernelError)(message) from None
 
 
+def caller_waits_setter(path):
+    """The library's ``ms_scatter_set_caller_waits(int)`` (None where it has none, as the GPU
+    library): PYNATIVE calls set it while the Python thread spin-waits for the kernel, so
+    that the automatic thread count leaves that core alone."""
+    fn = getattr(_handle(path), "ms_scatter_set_caller_waits", None)
+    if fn is not None:
+        fn.argtypes = [ctypes.c_int]
+        fn.restype = None
+    return fn
+
+
 def set_num_threads(n, target="CPU"):
     """Threads the CPU kernels may use: 0 = automatic (default: one thread, except for the
     float16 path, which uses every core on large calls), n >= 1 = at most n. Also

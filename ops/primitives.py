@@ -26,7 +26,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _grad, infer
-from ._lib import error_count, raise_kernel_error
+from ._lib import caller_waits_setter, error_count, raise_kernel_error
 
 _PYNATIVE_LOCK = threading.RLock()
 
@@ -53,6 +53,7 @@ class _ScatterKernel(ops.Custom):
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
         self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
+        self._caller_waits = caller_waits_setter(self._library) if self._library else None
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
         rule, kwargs = infer.family_shape_rule(self.family)
@@ -98,11 +99,17 @@ class _ScatterKernel(ops.Custom):
         with _PYNATIVE_LOCK:
             args = self._convert(*args)
             before = error_count(self._library)
+            waits = self._caller_waits
+            if waits is not None:
+                waits(1)
             try:
                 out = super().__call__(*args)
                 _pynative_executor.sync()
             except RuntimeError as err:
                 raise_kernel_error(self._library, before, err)
+            finally:
+                if waits is not None:
+                    waits(0)
             return out
 
 

@@ -68,13 +68,15 @@ struct Work {
 };
 
 // Threads for one call. Automatic setting (the default), from the benchmark on a 2-core
-// machine: the direct path (accumulator == storage type) is bound by random row
-// read-modify-write and ran 1.5-5x slower on two threads than on one, also because in
-// PYNATIVE the Python thread spin-waits on the other core; the float16 grouped path
-// (sort + float accumulation) gained 1.6-2.1x from two threads.
-inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size, bool grouped) {
+// machine: the direct path (accumulator == storage type) on unsorted indices is bound by
+// random row read-modify-write and ran 1.5-5x slower on two threads than on one, also
+// because in PYNATIVE the Python thread spin-waits on the other core; the float16 grouped
+// path (sort + float accumulation) gained 1.6-2.1x from two threads, and sorted indices
+// (a stream of updates, bandwidth-bound) 1.3x.
+inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size, bool grouped,
+                          bool sorted) {
   const int setting = ThreadPool::instance().setting();
-  const int avail = setting > 0 ? setting : (grouped ? ThreadPool::cores() : 1);
+  const int avail = setting > 0 ? setting : (grouped || sorted ? ThreadPool::all_cores() : 1);
   if (avail <= 1 || p.n * p.slice < kParallelMinWork || p.n < 2 * avail) return 1;
   // All updates on a few rows: the work stays in cache and one thread is faster.
   if ((max_off - min_off + p.slice) * static_cast<int64_t>(elem_size) < kFewRowsBytes) return 1;
@@ -291,7 +293,7 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off) {
     sorted &= off[k] >= off[k - 1];
   }
   constexpr bool grouped = !std::is_same<typename Reducer<T, Op>::acc_t, T>::value;
-  const int threads = choose_threads(p, min_off, max_off, sizeof(T), grouped);
+  const int threads = choose_threads(p, min_off, max_off, sizeof(T), grouped, sorted);
   if (threads > 1 && sorted) {
     // Sorted indices: contiguous runs of positions, cut between destinations.
     std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, p.n);
@@ -318,6 +320,27 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off) {
   apply<T, Op>(dst, upd, off, nullptr, p.n, p.slice);
 }
 
+// Copy of input_x into the output (TensorScatter, and the in-place primitive's result):
+// split among the pool's threads when large (a stream, bandwidth-bound: two threads
+// copied 1e6 x 64 float32 faster than one on the 2-core machine).
+constexpr size_t kParallelCopyBytes = size_t(16) << 20;
+
+inline void copy_bytes(void *dst, const void *src, size_t bytes) {
+  ThreadPool &pool = ThreadPool::instance();
+  const int setting = pool.setting();
+  const int threads = bytes < kParallelCopyBytes ? 1 : (setting > 0 ? setting : ThreadPool::all_cores());
+  if (threads > 1) {
+    const size_t chunk = (bytes / threads + 4095) & ~size_t(4095);
+    auto fn = [&](int t) {
+      const size_t lo = std::min(bytes, chunk * static_cast<size_t>(t));
+      const size_t hi = std::min(bytes, lo + chunk);
+      if (hi > lo) std::memcpy(static_cast<char *>(dst) + lo, static_cast<const char *>(src) + lo, hi - lo);
+    };
+    if (pool.run(threads, fn)) return;
+  }
+  std::memcpy(dst, src, bytes);
+}
+
 template <typename T, typename I, typename Op>
 int run(const Plan &p, OutputMode om, void **params) {
   T *x = static_cast<T *>(params[0]);
@@ -334,13 +357,13 @@ int run(const Plan &p, OutputMode om, void **params) {
   T *dst = x;
   if (om == OutputMode::kTensor) {
     dst = static_cast<T *>(params[3]);
-    if (x_bytes) std::memcpy(dst, x, x_bytes);
+    if (x_bytes) copy_bytes(dst, x, x_bytes);
   }
   {
     std::unique_lock<std::mutex> lock(lock_for(x), std::defer_lock);
     if (om != OutputMode::kTensor) lock.lock();
     apply_all<T, Op>(p, dst, upd, off.data());
-    if (om == OutputMode::kReturn && x_bytes) std::memcpy(params[3], x, x_bytes);
+    if (om == OutputMode::kReturn && x_bytes) copy_bytes(params[3], x, x_bytes);
   }
   if (om == OutputMode::kToken) *static_cast<int32_t *>(params[3]) = 0;
   return kOk;
@@ -364,3 +387,7 @@ int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **par
 
 MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().setting(); }
 MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::instance().set_num_threads(n); }
+// 1 while a caller thread spins waiting for the kernels (ms_scatter's PYNATIVE calls say so).
+MSS_EXPORT void ms_scatter_set_caller_waits(int waits) {
+  ms_scatter::ThreadPool::caller_waits().store(waits, std::memory_order_relaxed);
+}
