@@ -66,7 +66,7 @@ class BuildKernels(build_ext):
             return
         base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
         os.makedirs(base, exist_ok=True)
-        archs = [a for a in os.environ.get("MS_SCATTER_CUDA_ARCHS", "").split(",") if a] or build_gpu.DEFAULT_ARCHS
+        archs = [a for a in os.environ.get("MS_SCATTER_CUDA_ARCHS", "").split(",") if a] or build_gpu.default_archs(nvcc)
         print(f"ms_scatter: building the GPU library with {nvcc} for sm_{', sm_'.join(archs)}")
         build_gpu.build(os.path.join(base, "libms_scatter_gpu.so"), nvcc, archs=tuple(archs),
                         extra_flags=tuple(os.environ.get("MS_SCATTER_NVCC_FLAGS", "").split()),

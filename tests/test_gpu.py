@@ -102,6 +102,20 @@ def exported_functions(path):
     return names
 
 
+# ------------------------------------------------------------------ no nvcc needed
+
+@pytest.mark.parametrize("release, volta", [("11.8", True), ("12.4", True), ("13.0", False)])
+def test_default_architectures_follow_the_nvcc_version(tmp_path, release, volta):
+    """sm_70 (Volta, which MindSpore 2.10's CUDA 11 build supports) only with an nvcc that
+    still targets it; Turing..Hopper always."""
+    fake = tmp_path / "nvcc"
+    fake.write_text(f"#!/bin/sh\necho 'Cuda compilation tools, release {release}, V{release}.0'\n")
+    fake.chmod(0o755)
+    archs = build_gpu.default_archs(str(fake))
+    assert archs == (("70",) if volta else ()) + build_gpu.DEFAULT_ARCHS
+    assert build_gpu.DEFAULT_ARCHS == ("75", "80", "86", "89", "90")
+
+
 # ------------------------------------------------------------------ wherever nvcc exists
 
 def test_gpu_library_exports_the_cpu_entry_points(sm90_build):

@@ -29,6 +29,12 @@ HEADERS = tuple(sorted(os.path.join(INCLUDE_DIR, "ms_scatter", f)
 DEFAULT_ARCHS = ("75", "80", "86", "89", "90")
 
 
+def default_archs(nvcc="nvcc"):
+    """The architectures built when none are asked for: DEFAULT_ARCHS, plus sm_70 (Volta)
+    with an nvcc older than 13 (as CUDA 11.8, which MindSpore 2.10's GPU build uses)."""
+    return (("70",) if nvcc_version(nvcc)[0] < 13 else ()) + DEFAULT_ARCHS
+
+
 def find_nvcc():
     """$MS_SCATTER_NVCC if set (empty: act as if there were no nvcc), else nvcc on PATH,
     else under $CUDA_HOME / $CUDA_PATH, else /usr/local/cuda; None if absent."""
@@ -133,8 +139,8 @@ def main(argv=None):
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="path of the shared library to write")
-    ap.add_argument("--arch", action="append", help="compute capability, repeatable (default: %s)"
-                    % " ".join(DEFAULT_ARCHS))
+    ap.add_argument("--arch", action="append", help="compute capability, repeatable (default: %s, "
+                    "and 70 with nvcc < 13)" % " ".join(DEFAULT_ARCHS))
     ap.add_argument("--nvcc", default=None, help="nvcc to use (default: found on PATH / CUDA_HOME)")
     ap.add_argument("--no-ptx", action="store_true", help="no PTX of the newest architecture")
     ap.add_argument("--flag", action="append", default=[], help="extra nvcc flag, repeatable")
@@ -144,7 +150,7 @@ def main(argv=None):
     if not nvcc:
         print("nvcc not found (PATH, CUDA_HOME, /usr/local/cuda)", file=sys.stderr)
         return 2
-    build(args.out, nvcc, tuple(args.arch or DEFAULT_ARCHS), tuple(args.flag), not args.no_ptx, verbose=True,
+    build(args.out, nvcc, tuple(args.arch or default_archs(nvcc)), tuple(args.flag), not args.no_ptx, verbose=True,
           cudart=args.cudart)
     return 0
 
