@@ -18,8 +18,7 @@ and cannot raise, so everything the aot kernels check is checked around it:
   CPU kernels' message, before anything is launched. Then ``HybridScatter`` (views, the
   kernel, out of place) and, for Scatter*/ScatterNd*, ``ops.assign(x, out)``; the result is
   the updated Parameter (a Tensor sharing its memory, as on the aot path). In a graph an
-  in-place function returns the assigned Parameter and an in-place primitive the kernel's
-  result (the value after its own update), as the two forms do on the aot path.
+  in-place primitive or function returns the assigned Parameter, as on the aot path.
 * GRAPH / jit (``GraphScatter.construct``): the same shape/dtype rules at compile time; a
   validity flag computed in the graph from the indices (and the divisors); where
   ``ops.Assert`` exists (device target CPU or GPU) it fails the step with MindSpore's
@@ -111,10 +110,8 @@ def kernel_choice(op_name, entry):
 def attach(primitive):
     """Put a hybrid-path primitive on the hybrid path in every mode (see the module docstring):
     returns the ``HybridOp`` that its ``__call__`` uses in PYNATIVE. In a graph an in-place
-    primitive returns the kernel's result (the value after its own update), as the aot
-    primitive returns its own copy; a function returns the Parameter itself."""
-    op = HybridOp(primitive.op_name, primitive.family, primitive._convert,  # pylint: disable=protected-access
-                  graph_returns_copy=True)
+    primitive, like a function, returns the updated Parameter itself (as the aot path does)."""
+    op = HybridOp(primitive.op_name, primitive.family, primitive._convert)  # pylint: disable=protected-access
     primitive.__ms_class__ = True
     primitive.__call__ = op.graph_call
     return op
@@ -236,13 +233,12 @@ class GraphScatter(nn.Cell):
     """One operator on the hybrid path in a graph: rules, validity flag, Assert (not on
     Ascend), gate, ``HybridScatter``, and for the in-place families ``ops.assign``."""
 
-    def __init__(self, op_name, family, target=None, returns_copy=False):
+    def __init__(self, op_name, family, target=None):
         super().__init__()
         target = target or device_target()
         self.op_name = op_name
         self.family = family
         self.in_place = family != "TensorScatter"
-        self.returns_copy = returns_copy  # in place: return the kernel's result, not the Parameter
         self.ascend = target == "Ascend"
         self.use_assert = not self.ascend  # ops.Assert: "Supported Platforms: GPU CPU"
         self.check = ops.Assert(3)
@@ -274,10 +270,7 @@ class GraphScatter(nn.Cell):
             indices = ops.select(ops.broadcast_to(valid, indices.shape), indices, ops.full_like(indices, -1))
         out = self.scatter(x, indices, updates)
         if self.in_place:
-            written = ops.assign(x, out)
-            if self.returns_copy:
-                return ops.depend(out, written)
-            return written
+            return ops.assign(x, out)
         return out
 
 
@@ -289,19 +282,18 @@ class HybridOp:
     ``__call__`` = ``graph_call`` (``__ms_class__``, see the module docstring)."""
     __ms_class__ = True
 
-    def __init__(self, op_name, family, convert, graph_returns_copy=False):
+    def __init__(self, op_name, family, convert):
         self.op_name = op_name
         self.family = family
         self.in_place = family != "TensorScatter"
         self._convert = convert  # the primitive's PYNATIVE implicit conversion and argument check
-        self._graph_returns_copy = graph_returns_copy
         self.__call__ = self.graph_call
 
     def __getattr__(self, name):
         # built at first use, in Python: at the first PYNATIVE call, or while MindSpore's parser
         # resolves `self.cell` in graph_call (only for a branch that is taken)
         if name == "cell":
-            cell = GraphScatter(self.op_name, self.family, returns_copy=self._graph_returns_copy)
+            cell = GraphScatter(self.op_name, self.family)
             self.__dict__["cell"] = cell
             return cell
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

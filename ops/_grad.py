@@ -23,8 +23,8 @@ Integer dtypes get zero gradients (MindSpore's convention for non-float inputs).
 In-place families: the kernel overwrites input_x, so the functional forms gather
 input_x at idx before the call for the rules that need it (Mul, Max, Min). In GRAPH
 mode that gather is removed when nothing differentiates the call; in PYNATIVE it runs
-only while a gradient is being recorded. The primitive form in a GRAPH graph cannot keep
-that value: its Mul/Max/Min gradient raises an error that points to the functional form.
+only while a gradient is being recorded. The in-place primitives run their functional
+form in every mode (primitives.py), so they have the same gradients.
 """
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
@@ -32,7 +32,6 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 
-from . import infer
 
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
 NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
@@ -136,25 +135,6 @@ def out_of_place_bprop(reduction, depth_one):
         if reduction in NEEDS_INPUT:
             xg = ops.gather_nd(x, indices)
         dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
-        return dx, ops.zeros_like(indices), du
-    return bprop
-
-
-def in_place_primitive_bprop(op, reduction, depth_one):
-    """bprop of an in-place primitive's own kernel (its GRAPH-mode path): input_x has been
-    overwritten by the time the gradient runs."""
-    if reduction in NEEDS_INPUT:
-        function = infer.function_name(op)
-
-        def bprop(x, indices, updates, out, dout):
-            raise RuntimeError(
-                f"For '{op}', the gradient in GRAPH mode needs input_x as it was before the call, "
-                f"which the primitive form (writing in place) cannot keep; call ms_scatter.{function}(input_x, "
-                f"indices, updates), whose gradient is exact, but got a differentiated {op}() primitive.")
-        return bprop
-
-    def bprop(x, indices, updates, out, dout):
-        dx, du = grads(reduction, depth_one, x, indices, updates, None, out, dout)
         return dx, ops.zeros_like(indices), du
     return bprop
 

@@ -7,10 +7,11 @@ How a call runs, and what it costs (x = input_x, u = updates):
   writes the Parameter's own buffer and returns a 1-element token; the function returns
   ``Depend(x, token)``, i.e. the updated Parameter itself (in PYNATIVE a Tensor sharing
   its memory). Cost O(u).
-* ``ScatterAdd()(x, i, u)`` in PYNATIVE: ``__call__`` takes the same path. Cost O(u).
-* ``ScatterAdd()(x, i, u)`` in GRAPH mode / under jit (where MindSpore ignores
-  ``__call__``): the primitive's own kernel writes x in place and copies the updated x
-  into the primitive's output (an aot output never aliases an input). Cost O(u) + O(x).
+* ``ScatterAdd()(x, i, u)``, in any mode: the same path. In PYNATIVE through the class's
+  ``__call__``; in GRAPH mode / under jit (where MindSpore ignores a primitive's
+  ``__call__``) through the instance attribute ``__call__`` that MindSpore's parser
+  calls on an object marked ``__ms_class__``. Cost O(u). (The primitive's own aot entry,
+  ``<Op>_return``, which would copy all of x into its output, is never launched.)
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 
 On the device target Ascend (or with MS_SCATTER_KERNELS=hybrid) every primitive and
@@ -150,10 +151,17 @@ class _InPlaceScatter(_ScatterKernel):
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
-        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True,
-                    bprop=_grad.in_place_primitive_bprop(self._op, self._reduction, self._family == "Scatter"))
+        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True)
         self.add_prim_attr('use_locking', use_locking)
         self.use_locking = use_locking
+        if self._hybrid is None:
+            # In a graph MindSpore ignores a primitive's __call__, but it parses the instance
+            # attribute __call__ of an object marked __ms_class__ (what mindspore.jit_class
+            # sets; the Ascend path relies on the same): the primitive then runs its
+            # functional form there too, O(updates) instead of a copy of input_x, with the
+            # exact gradients. Python's own call still uses the class's __call__.
+            self.__ms_class__ = True
+            self.__call__ = type(self)._function
 
     def __call__(self, input_x, indices, updates):
         if self._hybrid is not None:

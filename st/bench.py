@@ -15,8 +15,8 @@ Implementations (columns):
            ctypes, no copies, no framework) - the kernel's own time
   kern-1t  the same on one thread (shown when the library has a thread pool with more)
   ours-py  ms_scatter primitive in PYNATIVE_MODE (the call waits for its kernel)
-  ours-gP  ms_scatter primitive in a GRAPH_MODE Cell; for the in-place ops this path
-           copies the whole updated input_x into the primitive's output (O(x))
+  ours-gP  ms_scatter primitive in a GRAPH_MODE Cell (in place: runs the functional
+           form, O(updates))
   ours-gF  ms_scatter functional form in a GRAPH_MODE Cell (in place, O(updates))
   ms-py    MindSpore's built-in (ops.ScatterAdd / ops.ScatterMin / ops.tensor_scatter_max)
            in PYNATIVE_MODE, followed by a sync

@@ -16,9 +16,6 @@ from ms_scatter.testing import oracle, random_case, split_op
 
 from .helpers import OPS, callable_for, in_place
 
-NEEDS_INPUT = ("Mul", "Max", "Min")
-
-
 def _vectors(op, x, indices):
     family = split_op(op)[0]
     depth = 1 if family == "Scatter" else indices.shape[-1]
@@ -124,9 +121,6 @@ def _cases():
             for mode in ("PYNATIVE", "GRAPH", "JIT"):
                 if mode == "JIT" and kind == "primitive":
                     continue
-                if mode in ("GRAPH", "JIT") and kind == "primitive" and in_place(op) \
-                        and split_op(op)[1] in NEEDS_INPUT:
-                    continue  # raises: test_graph_primitive_needs_the_functional_form
                 out.append(pytest.param(op, kind, mode, 100 + n, id=f"{op}-{kind}-{mode}"))
     return out
 
@@ -214,16 +208,6 @@ def test_mul_with_zero_updates(op, mode_name):
     fx, fu = finite_differences(op, x, indices, updates, w)
     np.testing.assert_allclose(gx, fx, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(gu, fu, rtol=1e-6, atol=1e-6)
-
-
-@pytest.mark.parametrize("op", [op for op in OPS if in_place(op) and split_op(op)[1] in NEEDS_INPUT])
-def test_graph_primitive_needs_the_functional_form(op):
-    """In a graph the in-place primitive has already overwritten input_x when its gradient
-    runs; Mul/Max/Min need the old value, so the gradient is refused, naming the function."""
-    x, indices, updates, w = _case(op, 3)
-    with _mode("GRAPH"):
-        with pytest.raises(RuntimeError, match=f"For '{op}'.*ms_scatter.scatter_"):
-            ms_gradients(op, "primitive", "GRAPH", x, indices, updates, w)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

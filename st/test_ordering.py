@@ -2,11 +2,9 @@
 
 GRAPH mode (an nn.Cell; also @mindspore.jit): b sees the first update and not the
 second, c and p see both, and `a` used inside the graph (a * 1, taken before the second
-call) sees exactly the first. The value *returned* as `a` differs between the forms,
-as primitives.py documents: the primitive's output is its own copy of the updated
-input_x (the value after the first call), while the function returns the updated
-Parameter itself (Depend(x, token)), whose value when the graph ends is the final one
-(what MindSpore's own ops.scatter_add returns too).
+call) sees exactly the first. The value *returned* as `a` is, for the primitive and the
+function alike, the updated Parameter itself (Depend(x, token)), whose value when the
+graph ends is the final one (what MindSpore's own ops.scatter_add returns too).
 
 PYNATIVE: `a` shares the Parameter's memory, so it shows the final value; b, c and p
 are checked as above.
@@ -78,8 +76,8 @@ def test_program_order_in_graph(mode, op, kind):
     assert_same(b.asnumpy(), after1, "b = p * 1 between the calls")
     assert_same(c.asnumpy(), after2, "c")
     assert_same(param.asnumpy(), after2, "p afterwards")
-    # the returned `a`: the primitive's own copy, or the Parameter itself (see module doc)
-    assert_same(a.asnumpy(), after1 if kind == "primitive" else after2, "a")
+    # the returned `a`: the updated Parameter itself (see module doc)
+    assert_same(a.asnumpy(), after2, "a")
 
 
 @pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
