@@ -143,3 +143,22 @@ def settle_pynative_signature(in_place_kind=True):
                                   Tensor(x[:1]))
     else:
         ms_scatter.tensor_scatter_update(Tensor(x), Tensor(np.zeros((1, 1), np.int32)), Tensor(x[:1]))
+
+
+def target_for(op, x):
+    """input_x of a call: a Parameter for the in-place families, else a Tensor."""
+    return Parameter(Tensor(x), name="p") if in_place(op) else Tensor(x)
+
+
+def call_in_mode(mode, fn, op, target, indices, updates):
+    """One call of `fn` on `target` in `mode` (GRAPH: a fresh Cell holding it; JIT: a fresh
+    jit function)."""
+    i = indices if isinstance(indices, Tensor) else Tensor(indices)
+    u = updates if isinstance(updates, Tensor) else Tensor(updates)
+    if mode == "GRAPH":
+        if in_place(op):
+            return InPlaceCell(target, fn)(i, u)
+        return OutOfPlaceCell(fn)(target, i, u)
+    if mode == "JIT":
+        return jit_of(fn)(target, i, u)
+    return fn(target, i, u)

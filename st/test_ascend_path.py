@@ -32,8 +32,7 @@ from ms_scatter._lib import DIVISION_BY_ZERO, INDEX_OUT_OF_RANGE
 from ms_scatter.seed_examples import SEED_EXAMPLES
 from ms_scatter.testing import call_kernel, oracle, random_case, split_op
 
-from .helpers import (InPlaceCell, OutOfPlaceCell, assert_same, assert_unchanged, function_name, in_place,
-                      jit_of)
+from .helpers import assert_same, assert_unchanged, call_in_mode, function_name, in_place, target_for
 from .test_ordering import TwiceCell, _case as _ordering_case
 from .test_seeds import _check_printed, _ids, _other_form, _run
 
@@ -87,22 +86,6 @@ def _callable(op, kind):
     return getattr(ms_scatter, function_name(op))
 
 
-def _call(mode, fn, op, target, indices, updates):
-    """One call on `target` (Parameter or Tensor); GRAPH: a fresh Cell holding it."""
-    i, u = Tensor(indices), Tensor(updates)
-    if mode == "GRAPH":
-        if in_place(op):
-            return InPlaceCell(target, fn)(i, u)
-        return OutOfPlaceCell(fn)(target, i, u)
-    if mode == "JIT":
-        return jit_of(fn)(target, i, u)
-    return fn(target, i, u)
-
-
-def _target(op, x):
-    return Parameter(Tensor(x), name="p") if in_place(op) else Tensor(x)
-
-
 # ------------------------------------------------------------------ seed examples
 
 EXAMPLES = pytest.mark.parametrize("example", SEED_EXAMPLES, ids=_ids())
@@ -130,8 +113,8 @@ def test_seed_example_other_form(example, mode, hybrid, capsys):
 @pytest.mark.parametrize("op", OPS)
 def test_matches_oracle(op, kind, mode, hybrid):
     x, indices, updates = _case(op)
-    target = _target(op, x)
-    out = _call(mode, _callable(op, kind), op, target, indices, updates)
+    target = target_for(op, x)
+    out = call_in_mode(mode, _callable(op, kind), op, target, indices, updates)
     expected = oracle(op, x, indices, updates)
     assert_same(out.asnumpy(), expected, f"{op} {kind} {mode}")
     if in_place(op):
@@ -159,8 +142,8 @@ def test_program_order_in_graph(kind, mode, hybrid):
 @pytest.mark.parametrize("op", ["ScatterNdSub", "TensorScatterMin"])
 def test_jit(op, mode, hybrid):
     x, indices, updates = _case(op)
-    target = _target(op, x)
-    out = _call(mode, _callable(op, "function"), op, target, indices, updates)
+    target = target_for(op, x)
+    out = call_in_mode(mode, _callable(op, "function"), op, target, indices, updates)
     assert_same(out.asnumpy(), oracle(op, x, indices, updates))
 
 
@@ -170,7 +153,7 @@ def test_float16_updates_converted_into_float32_parameter(kind, mode, hybrid):
     x, indices, updates = random_case(_rng("f16"), op, ND_SHAPE, 6, "float32", "int32")
     updates16 = (updates * 1.37).astype(np.float16)
     p = Parameter(Tensor(x), name="p")
-    out = _call(mode, _callable(op, kind), op, p, indices, updates16)
+    out = call_in_mode(mode, _callable(op, kind), op, p, indices, updates16)
     expected = oracle(op, x, indices, updates16.astype(np.float32))
     assert out.dtype == ms.float32
     assert_same(out.asnumpy(), expected)
@@ -188,9 +171,9 @@ def test_inference_errors_as_on_the_aot_path(op, x_dtype, updates_dtype, error, 
     updates = updates.astype(updates_dtype)
     if error is ValueError:
         updates = updates[:2]
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(error, match=match):
-        _call(mode, _callable(op, "primitive"), op, target, indices, updates)
+        call_in_mode(mode, _callable(op, "primitive"), op, target, indices, updates)
     assert_unchanged(target, x)
 
 
@@ -208,7 +191,7 @@ EDGE_CASES = {  # op: x, indices, updates
 def test_edge_shapes(case, mode, hybrid):
     op, x, indices, updates = EDGE_CASES[case]
     p = Parameter(Tensor(x), name="p")
-    out = _call(mode, _callable(op, "primitive"), op, p, indices, updates)
+    out = call_in_mode(mode, _callable(op, "primitive"), op, p, indices, updates)
     expected = oracle(op, x, indices, updates)
     assert_same(out.asnumpy(), expected)
     assert_same(p.asnumpy(), expected)
@@ -249,15 +232,15 @@ def test_index_error_pynative_same_message_as_aot(op, kind, bad, where, mode, hy
     x, indices, updates = _with_bad_index(op, bad, where)
     expected = _aot_message(op, x, indices, updates, INDEX_OUT_OF_RANGE)
     fn = _callable(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(ms_scatter.ScatterIndexError) as info:
-        _call(mode, fn, op, target, indices, updates)
+        call_in_mode(mode, fn, op, target, indices, updates)
     assert str(info.value) == expected
     assert isinstance(info.value, IndexError) and isinstance(info.value, RuntimeError)
     assert_unchanged(target, x)
     good = indices.copy()
     good.reshape(-1)[where] = 0
-    out = _call(mode, fn, op, target, good, updates)  # the same callable and target still work
+    out = call_in_mode(mode, fn, op, target, good, updates)  # the same callable and target still work
     assert_same(out.asnumpy(), oracle(op, x, good, updates))
 
 
@@ -278,9 +261,9 @@ def _with_zero_divisor(op, dtype):
 def test_zero_division_pynative_same_message_as_aot(op, kind, dtype, mode, hybrid):
     x, indices, updates = _with_zero_divisor(op, dtype)
     expected = _aot_message(op, x, indices, updates, DIVISION_BY_ZERO)
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(ms_scatter.ScatterZeroDivisionError) as info:
-        _call(mode, _callable(op, kind), op, target, indices, updates)
+        call_in_mode(mode, _callable(op, kind), op, target, indices, updates)
     assert str(info.value) == expected
     assert isinstance(info.value, ZeroDivisionError)
     assert_unchanged(target, x)
@@ -302,10 +285,10 @@ def _graph_error_case(op, what):
 def test_error_graph_fails_the_step(op, kind, what, mode, hybrid, capfd):
     (x, indices, updates), code = _graph_error_case(op, what)
     fn = _callable(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     count = ms_scatter.last_error()[2]
     with pytest.raises(RuntimeError, match="assert failed"):
-        _call(mode, fn, op, target, indices, updates)
+        call_in_mode(mode, fn, op, target, indices, updates)
     assert f"[{code} " in capfd.readouterr().out  # Assert prints [code position value]
     assert ms_scatter.last_error()[2] == count  # no aot kernel ran
     assert_unchanged(target, x)
@@ -313,7 +296,7 @@ def test_error_graph_fails_the_step(op, kind, what, mode, hybrid, capfd):
         indices.reshape(-1)[3] = 0
     else:
         updates.reshape(-1)[4] = 1
-    out = _call(mode, fn, op, target, indices, updates)  # a fresh Cell on the same target
+    out = call_in_mode(mode, fn, op, target, indices, updates)  # a fresh Cell on the same target
     assert_same(out.asnumpy(), oracle(op, x, indices, updates))
 
 

@@ -19,30 +19,13 @@ from ms_scatter import infer
 from ms_scatter._lib import DIVISION_BY_ZERO, INDEX_OUT_OF_RANGE
 from ms_scatter.testing import oracle
 
-from .helpers import (InPlaceCell, OutOfPlaceCell, assert_same, assert_unchanged, callable_for, in_place,
-                      jit_of, settle_pynative_signature)
+from .helpers import (assert_same, assert_unchanged, call_in_mode, callable_for, in_place,
+                      settle_pynative_signature, target_for)
 
 FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
 KINDS = ("primitive", "function")
 IN_PLACE_OPS = [op for op in ms_scatter.PRIMITIVES if in_place(op)]
 PARAM_CONVERSION = "Data type conversion is not supported for a 'Parameter'"
-
-
-def _target(op, x):
-    return Parameter(Tensor(x), name="p") if in_place(op) else Tensor(x)
-
-
-def _call(mode, fn, op, target, indices, updates):
-    """One call of `fn` on `target` in `mode` (GRAPH: a fresh Cell; JIT: a fresh jit)."""
-    i = indices if isinstance(indices, Tensor) else Tensor(indices)
-    u = updates if isinstance(updates, Tensor) else Tensor(updates)
-    if mode == "GRAPH":
-        if in_place(op):
-            return InPlaceCell(target, fn)(i, u)
-        return OutOfPlaceCell(fn)(target, i, u)
-    if mode == "JIT":
-        return jit_of(fn)(target, i, u)
-    return fn(target, i, u)
 
 
 def _values(rng, shape, dtype):
@@ -116,7 +99,7 @@ def _check_message(message, op, value, pos, size):
 def test_out_of_range_index_pynative(mode, op, kind, position, bad, n):
     x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
     fn = callable_for(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     before = ms_scatter.last_error()[2]
     with pytest.raises(ms_scatter.ScatterIndexError) as info:
         fn(target, Tensor(indices), Tensor(updates))
@@ -162,16 +145,16 @@ GRAPH_OOB = [("ScatterAdd", "primitive", "middle", "N", 0), ("ScatterNdMul", "fu
 def test_out_of_range_index_graph(mode, op, kind, position, bad, n):
     x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
     fn = callable_for(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     before = ms_scatter.last_error()[2]
     with pytest.raises(RuntimeError):
-        _call(mode, fn, op, target, indices, updates)
+        call_in_mode(mode, fn, op, target, indices, updates)
     code, message, count = ms_scatter.last_error()
     assert code == INDEX_OUT_OF_RANGE and count == before + 1
     _check_message(message, op, value, pos, size)
     assert_unchanged(target, x)
     indices[pos] = 0
-    out = _call(mode, fn, op, target, indices, updates)  # a fresh Cell, same Parameter
+    out = call_in_mode(mode, fn, op, target, indices, updates)  # a fresh Cell, same Parameter
     expected = oracle(op, x, indices, updates)
     assert_same(out.asnumpy(), expected)
     if in_place(op):
@@ -183,13 +166,13 @@ def test_out_of_range_index_graph(mode, op, kind, position, bad, n):
 def test_out_of_range_index_jit(mode, op, position, bad, n):
     x, indices, updates, value, pos, size = _oob_case(op, position, bad, n)
     fn = callable_for(op, "function")
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(RuntimeError):
-        _call(mode, fn, op, target, indices, updates)
+        call_in_mode(mode, fn, op, target, indices, updates)
     _check_message(ms_scatter.last_error()[1], op, value, pos, size)
     assert_unchanged(target, x)
     indices[pos] = 0
-    assert_same(_call(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
+    assert_same(call_in_mode(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
 
 
 @pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
@@ -239,7 +222,7 @@ def _div_case(op, where, dtype, n):
 def test_integer_division_by_zero_pynative(mode, op, kind, where, dtype, n):
     x, indices, updates, pos = _div_case(op, where, dtype, n)
     fn = callable_for(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     before = ms_scatter.last_error()[2]
     with pytest.raises(ms_scatter.ScatterZeroDivisionError) as info:
         fn(target, Tensor(indices), Tensor(updates))
@@ -259,14 +242,14 @@ def test_integer_division_by_zero_pynative(mode, op, kind, where, dtype, n):
 def test_integer_division_by_zero_graph(mode, op, kind, where, dtype, n):
     x, indices, updates, pos = _div_case(op, where, dtype, n)
     fn = callable_for(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(RuntimeError):
-        _call(mode, fn, op, target, indices, updates)
+        call_in_mode(mode, fn, op, target, indices, updates)
     code, message, _ = ms_scatter.last_error()
     assert code == DIVISION_BY_ZERO and f"'{op}'" in message
     assert_unchanged(target, x)
     updates[pos] = 1
-    assert_same(_call(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
+    assert_same(call_in_mode(mode, fn, op, target, indices, updates).asnumpy(), oracle(op, x, indices, updates))
 
 
 @pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
@@ -304,12 +287,12 @@ def _check_bad_index_dtype(mode, family, kind, index_dtype):
     rng = np.random.default_rng(3)
     x, indices, updates = _valid_case(family, rng)
     fn = callable_for(op, kind)
-    target = _target(op, x)
+    target = target_for(op, x)
     with pytest.raises(TypeError, match=f"For '{op}', the dtype of 'indices' must be int32 or int64, "
                                         f"but got {index_dtype}"):
-        _call(mode, fn, op, target, indices.astype(index_dtype), updates)
+        call_in_mode(mode, fn, op, target, indices.astype(index_dtype), updates)
     assert_unchanged(target, x)
-    out = _call(mode, fn, op, target, indices, updates)  # a valid call afterwards
+    out = call_in_mode(mode, fn, op, target, indices, updates)  # a valid call afterwards
     assert_same(out.asnumpy(), oracle(op, x, indices, updates))
 
 
@@ -349,14 +332,14 @@ def _check_wrong_updates_shape(mode, family, kind, shape_number):
     rng = np.random.default_rng(shape_number)
     x = _values(rng, x_shape, "float32")
     indices = np.zeros(idx_shape, np.int32)
-    target = _target(op, x)
+    target = target_for(op, x)
     fn = callable_for(op, kind)
     with pytest.raises(ValueError, match=f"For '{op}', the shape of 'updates' must be"):
-        _call(mode, fn, op, target, indices, _values(rng, u_shape, "float32"))
+        call_in_mode(mode, fn, op, target, indices, _values(rng, u_shape, "float32"))
     assert_unchanged(target, x)
     updates = _values(rng, idx_shape[:-1] + x_shape[idx_shape[-1]:] if family != "Scatter"
                       else idx_shape + x_shape[1:], "float32")
-    out = _call(mode, fn, op, target, indices, updates)  # a valid call afterwards
+    out = call_in_mode(mode, fn, op, target, indices, updates)  # a valid call afterwards
     assert_same(out.asnumpy(), oracle(op, x, indices, updates))
 
 
@@ -375,10 +358,10 @@ def test_tensor_scatter_max_bad_indices_rank(mode, kind, case):
     target = Tensor(x)
     fn = callable_for("TensorScatterMax", kind)
     with pytest.raises(ValueError, match=f"For 'TensorScatterMax', {text}"):
-        _call(mode, fn, "TensorScatterMax", target, indices, updates)
+        call_in_mode(mode, fn, "TensorScatterMax", target, indices, updates)
     assert_unchanged(target, x)
     good_indices, good_updates = np.array([[0, 1], [3, 2]], np.int32), np.array([5.0, 50.0], np.float32)
-    out = _call(mode, fn, "TensorScatterMax", target, good_indices, good_updates)  # a valid call afterwards
+    out = call_in_mode(mode, fn, "TensorScatterMax", target, good_indices, good_updates)  # a valid call afterwards
     assert_same(out.asnumpy(), oracle("TensorScatterMax", x, good_indices, good_updates))
 
 
@@ -387,7 +370,7 @@ def test_scatter_nd_depth_above_rank(mode, kind):
     x, indices, updates, text = _bad_rank_case("depth-above-rank")
     p = Parameter(Tensor(x), name="p")
     with pytest.raises(ValueError, match=f"For 'ScatterNdAdd', {text}"):
-        _call(mode, callable_for("ScatterNdAdd", kind), "ScatterNdAdd", p, indices, updates)
+        call_in_mode(mode, callable_for("ScatterNdAdd", kind), "ScatterNdAdd", p, indices, updates)
     assert_unchanged(p, x)
 
 
@@ -437,12 +420,12 @@ def test_int32_parameter_float32_updates_type_error(mode, kind):
     if mode == "PYNATIVE":
         settle_pynative_signature(in_place_kind=True)
     with pytest.raises(TypeError) as info:
-        _call(mode, fn, "ScatterSub", p, indices, updates.astype(np.float32))
+        call_in_mode(mode, fn, "ScatterSub", p, indices, updates.astype(np.float32))
     text = str(info.value)
     assert PARAM_CONVERSION in text
     assert "is Int32, which cannot be converted to data type Float32 automatically" in text
     assert_unchanged(p, x)
-    out = _call(mode, fn, "ScatterSub", p, indices, updates)
+    out = call_in_mode(mode, fn, "ScatterSub", p, indices, updates)
     assert_same(out.asnumpy(), oracle("ScatterSub", x, indices, updates))
 
 
@@ -456,7 +439,7 @@ def test_float16_updates_into_float32_parameter(mode, kind, family):
     p = Parameter(Tensor(x), name="p")
     if mode == "PYNATIVE":
         settle_pynative_signature(in_place_kind=True)
-    out = _call(mode, callable_for(op, kind), op, p, indices, updates16)
+    out = call_in_mode(mode, callable_for(op, kind), op, p, indices, updates16)
     expected = oracle(op, x, indices, updates16.astype(np.float32))
     assert out.dtype == ms.float32 and p.dtype == ms.float32
     assert_same(out.asnumpy(), expected)
