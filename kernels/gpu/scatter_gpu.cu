@@ -375,27 +375,12 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
     Status st;
     MSS_CUDA("reading the status", cudaMemcpyAsync(&st, g.status, sizeof(Status), cudaMemcpyDeviceToHost, stream));
     MSS_CUDA("validating the indices", cudaStreamSynchronize(stream));
-    if (st.bad_index != kNone) {  // the same message as index_offsets (plan.h)
+    if (st.bad_index != kNone) {
       long long v = 0;
       MSS_CUDA("reading an index", read_index<I>(idx, st.bad_index, stream, &v));
-      const int64_t d = static_cast<int64_t>(st.bad_index % static_cast<unsigned long long>(p.depth));
-      set_error(kIndexOutOfRange,
-                "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
-                "shape %s), but got %lld at position %s of 'indices' (shape %s).",
-                p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
-                shape_str(p.x_ndim, p.x_shape).c_str(), v,
-                position_str(static_cast<int64_t>(st.bad_index), p.idx_ndim, p.idx_shape).c_str(),
-                shape_str(p.idx_ndim, p.idx_shape).c_str());
-      return kIndexOutOfRange;
+      return index_error(p, static_cast<int64_t>(st.bad_index), v);
     }
-    if (st.zero != kNone) {  // the same message as check_nonzero (scatter_cpu.cc)
-      set_error(kDivisionByZero,
-                "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
-                "but got 0 at position %s of 'updates' (shape %s).",
-                p.op, position_str(static_cast<int64_t>(st.zero), p.upd_ndim, p.upd_shape).c_str(),
-                shape_str(p.upd_ndim, p.upd_shape).c_str());
-      return kDivisionByZero;
-    }
+    if (st.zero != kNone) return zero_error(p, static_cast<int64_t>(st.zero));
     num_segments = st.num_segments;
     if (num_segments > 0 && p.slice > 0) {
       size_t bytes = g.cub_bytes;

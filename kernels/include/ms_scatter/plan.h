@@ -154,30 +154,86 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   return kOk;
 }
 
-// Check every index and turn each index vector into the element offset of its slice.
-// Nothing is written to input_x before this has passed.
+// What index_offsets learns about the offsets on its way (the engine's thread and path
+// choice reads it, so that the indices are read once).
+struct OffsetStats {
+  int64_t min = 0, max = 0;  // smallest and largest offset (0 when there are none)
+  bool sorted = true;        // offsets non-decreasing in index order
+};
+
+// The two data errors, one wording on every backend: `flat` is the position of the bad
+// value in 'indices' (value `v`) or of the zero in 'updates'.
+inline int index_error(const Plan &p, int64_t flat, long long v) {
+  const int64_t d = flat % p.depth;
+  set_error(kIndexOutOfRange,
+            "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
+            "shape %s), but got %lld at position %s of 'indices' (shape %s).",
+            p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
+            shape_str(p.x_ndim, p.x_shape).c_str(), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
+            shape_str(p.idx_ndim, p.idx_shape).c_str());
+  return kIndexOutOfRange;
+}
+inline int zero_error(const Plan &p, int64_t flat) {
+  set_error(kDivisionByZero,
+            "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
+            "but got 0 at position %s of 'updates' (shape %s).",
+            p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
+  return kDivisionByZero;
+}
+
+// Check every index and turn each index vector into the element offset of its slice
+// (off[0..p.n)). Nothing is written to input_x before this has passed; the error names
+// the first bad value in index order.
 template <typename I>
-int index_offsets(const Plan &p, const I *idx, std::vector<int64_t> *offsets) {
-  offsets->resize(static_cast<size_t>(p.n));
-  int64_t *off = offsets->data();
-  for (int64_t k = 0; k < p.n; ++k) {
+int index_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict off, OffsetStats *st) {
+  const int64_t n = p.n;
+  *st = OffsetStats();
+  if (n == 0) return kOk;
+  if (p.depth == 1) {
+    // Depth 1 (every Scatter* op): one branch-free pass that vectorises.
+    const int64_t dim = p.x_shape[0], stride = p.strides[0];
+    uint64_t bad = 0;
+    int64_t lo = static_cast<int64_t>(idx[0]), hi = lo;
+    bool down = false;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t v = static_cast<int64_t>(idx[k]);
+      bad |= static_cast<uint64_t>(v) >= static_cast<uint64_t>(dim);
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
+      // unsigned: a bad value (rejected below, before any write) must not overflow here
+      off[k] = static_cast<int64_t>(static_cast<uint64_t>(v) * static_cast<uint64_t>(stride));
+    }
+    for (int64_t k = 1; k < n; ++k) down |= idx[k] < idx[k - 1];
+    if (bad) {
+      for (int64_t k = 0; k < n; ++k)
+        if (static_cast<uint64_t>(static_cast<int64_t>(idx[k])) >= static_cast<uint64_t>(dim))
+          return index_error(p, k, static_cast<long long>(idx[k]));
+    }
+    st->min = lo * stride;
+    st->max = hi * stride;
+    st->sorted = !down;
+    return kOk;
+  }
+  const int64_t depth = p.depth;
+  for (int64_t k = 0; k < n; ++k) {
     int64_t o = 0;
-    for (int64_t d = 0; d < p.depth; ++d) {
-      const int64_t v = static_cast<int64_t>(idx[k * p.depth + d]);
-      if (v < 0 || v >= p.x_shape[d]) {
-        set_error(kIndexOutOfRange,
-                  "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
-                  "shape %s), but got %lld at position %s of 'indices' (shape %s).",
-                  p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
-                  shape_str(p.x_ndim, p.x_shape).c_str(), static_cast<long long>(v),
-                  position_str(k * p.depth + d, p.idx_ndim, p.idx_shape).c_str(),
-                  shape_str(p.idx_ndim, p.idx_shape).c_str());
-        return kIndexOutOfRange;
-      }
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t v = static_cast<int64_t>(idx[k * depth + d]);
+      if (v < 0 || v >= p.x_shape[d]) return index_error(p, k * depth + d, static_cast<long long>(v));
       o += v * p.strides[d];
     }
     off[k] = o;
   }
+  int64_t lo = off[0], hi = off[0];
+  bool down = false;
+  for (int64_t k = 0; k < n; ++k) {
+    lo = off[k] < lo ? off[k] : lo;
+    hi = off[k] > hi ? off[k] : hi;
+  }
+  for (int64_t k = 1; k < n; ++k) down |= off[k] < off[k - 1];
+  st->min = lo;
+  st->max = hi;
+  st->sorted = !down;
   return kOk;
 }
 
