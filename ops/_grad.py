@@ -139,25 +139,24 @@ def out_of_place_bprop(reduction, depth_one):
     return bprop
 
 
-class GatherNd(_MsGatherNd):  # keeps the primitive name "GatherNd"
-    """input_x at the index vectors, before the kernel writes. GRAPH: a plain GatherNd,
-    removed as dead code unless a gradient uses it. PYNATIVE: runs only while a gradient
-    is being recorded (otherwise returns a placeholder)."""
+class _WhileRecording:
+    """PYNATIVE: run the primitive only while a gradient is being recorded, otherwise
+    return a placeholder. GRAPH mode never calls __call__: there the primitive is dead
+    code unless a gradient uses it."""
 
-    def __call__(self, x, indices):
+    def __call__(self, *args):
         if not _pynative_executor.requires_grad():
             return _PLACEHOLDER
-        return super().__call__(x, indices)
+        return super().__call__(*args)
 
 
-class ExpandDims(_MsExpandDims):  # keeps the primitive name "ExpandDims"
-    """Scatter* indices as index vectors of depth 1 (same PYNATIVE shortcut). GatherNd, not
-    Gather: MindSpore 2.10's vmap rule of Gather fails for unbatched input_x."""
+class GatherNd(_WhileRecording, _MsGatherNd):  # keeps the primitive name "GatherNd"
+    """input_x at the index vectors, before the kernel writes."""
 
-    def __call__(self, x, axis):
-        if not _pynative_executor.requires_grad():
-            return _PLACEHOLDER
-        return super().__call__(x, axis)
+
+class ExpandDims(_WhileRecording, _MsExpandDims):  # keeps the primitive name "ExpandDims"
+    """Scatter* indices as index vectors of depth 1. GatherNd, not Gather: MindSpore
+    2.10's vmap rule of Gather fails for unbatched input_x."""
 
 
 _PLACEHOLDER = Tensor([0], mstype.int32)
