@@ -514,3 +514,31 @@ def test_python_objects_where_tensors_are_expected(mode, case):
     with pytest.raises(TypeError, match=rf"For '(ScatterAdd|TensorScatterAdd)', '{name}' must be a Tensor, but got"):
         call(target, indices, updates)
     assert_unchanged(p, x)
+
+
+# ------------------------------------------------------------------ inference memo
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("op", ["ScatterMax", "TensorScatterMax"])
+def test_inference_memo_never_hides_an_error(mode, op):
+    """One primitive instance remembers the inference of the signatures it has run: a
+    wrong shape or dtype raises on every call, before and after valid calls with other
+    signatures, and the Parameter is untouched each time."""
+    family = "Scatter" if op == "ScatterMax" else "TensorScatter"
+    rng = np.random.default_rng(21)
+    x, indices, updates = _valid_case(family, rng)
+    target = target_for(op, x)
+    prim = getattr(ms_scatter, op)()
+    bad_shape = Tensor(_values(rng, updates.shape[:-1] + (updates.shape[-1] + 1,), "float32"))
+    bad_dtype = Tensor(updates.astype(np.float64)) if family == "TensorScatter" else None
+    expected = x
+    for round_ in range(3):
+        out = prim(target, Tensor(indices), Tensor(updates))
+        expected = oracle(op, expected if family == "Scatter" else x, indices, updates)
+        assert_same(out.asnumpy(), expected)
+        for _ in range(2):
+            with pytest.raises(ValueError, match=f"For '{op}', the shape of 'updates' must be"):
+                prim(target, Tensor(indices), bad_shape)
+            if bad_dtype is not None:
+                with pytest.raises(TypeError, match=f"For '{op}'"):
+                    prim(target, Tensor(indices), bad_dtype)
+            assert_unchanged(target, expected if family == "Scatter" else x)
