@@ -537,6 +537,57 @@ def test_same_bytes_elementwise_float16_many_duplicates(set_threads):
             assert (out if output == "tensor" else x_after).tobytes() == want.tobytes(), f"{op} threads={threads}"
 
 
+# float16 over a span whose float accumulators exceed the 16 MiB mirror (kMirrorBytes):
+# the blocked counting sort (destination blocks of 256 KiB of float accumulators).
+MIRROR_ELEMENTS = (16 << 20) // 4
+
+
+def blocked_case(op, cols, rng):
+    """x (rows, cols) float16 with rows * cols > MIRROR_ELEMENTS; 3/4 of the updates in
+    the first 8192 rows (blocks dense enough to be loaded whole), the rest spread over
+    all rows (blocks loaded slice by slice); first and last rows touched; duplicates;
+    1% NaN / inf / -0.0 / extremes in x and updates."""
+    rows = MIRROR_ELEMENTS // cols + 4099  # a partial last block
+    n = rows // 3  # dense: span <= 4 n + 1024 rows
+    flat = np.concatenate([rng.integers(0, 8192, 3 * n // 4), rng.integers(0, rows, n - 3 * n // 4)])
+    rng.shuffle(flat)
+    flat[:2] = (rows - 1, 0)
+    specials = np.array(special_values(np.float16), np.float16)
+
+    def values(shape):
+        v = (rng.standard_normal(shape, dtype=np.float32) * 4).astype(np.float16)
+        flat_v = v.reshape(-1)
+        where = rng.integers(0, flat_v.size, flat_v.size // 100)
+        flat_v[where] = specials[rng.integers(0, len(specials), where.size)]
+        return v
+
+    indices = flat.astype(np.int32)
+    if split_op(op)[0] != "Scatter":
+        indices = indices[:, None]
+    return values((rows, cols)), indices, values((n, cols))
+
+
+@pytest.mark.parametrize("cols", [64, 48])
+@pytest.mark.parametrize("op", ["ScatterAdd", "ScatterMin", "ScatterNdMul", "TensorScatterMax", "TensorScatterSub"])
+def test_float16_blocked_path(op, cols, set_threads):
+    """The blocked path equals the oracle (float32 accumulation, rounded once) at 1 and
+    2 threads, byte for byte; untouched elements keep their exact bits."""
+    rng = np.random.default_rng(zlib.crc32(f"blocked-{op}-{cols}".encode()))
+    x, indices, updates = blocked_case(op, cols, rng)
+    assert x.size > MIRROR_ELEMENTS
+    output = outputs_of(op)[-1]
+    code, want = expected_outcome(op, x, indices, updates)
+    assert code == 0
+    for threads in (1, 2):
+        set_threads(threads)
+        rc, x_after, out = call_kernel(op, x, indices, updates, output)
+        assert rc == 0, ms_scatter.last_error()
+        got = out if output == "tensor" else x_after
+        assert_same(got, want, f"{op} cols={cols} threads={threads}")
+        untouched = np.setdiff1d(np.arange(x.shape[0]), indices.reshape(-1))
+        assert got[untouched].tobytes() == x[untouched].tobytes()
+
+
 # ------------------------------------------------------------------ a tensor of more than 2**31 elements
 
 BIG_ROWS, BIG_COLS = 2 ** 21 + 1, 1024   # int8: 2**31 + 1024 elements, 2 GiB
