@@ -319,10 +319,9 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     apply_mirror<T, Op>(dst, upd, off, pos, m, slice, lo, span);
     return;
   }
-  std::vector<int64_t> order(static_cast<size_t>(m));
-  for (int64_t q = 0; q < m; ++q) order[q] = pos ? pos[q] : q;
-  std::vector<A> val_buf(static_cast<size_t>(slice));
-  A *__restrict val = val_buf.data();
+  auto position = [pos](int64_t q) { return pos ? pos[q] : q; };
+  thread_local Scratch<A> val_buf;
+  A *__restrict val = val_buf.get(static_cast<size_t>(slice));
   if (dense && static_cast<uint64_t>(slice) <= UINT32_MAX) {
     // Dense: counting-sort the positions (stably) into destination blocks whose float
     // accumulators fit in L2, then take each block's updates in index order.
@@ -333,19 +332,22 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
         std::min(span, std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A)))));
     const int64_t blocks = (span + rows - 1) / rows;
     std::vector<int64_t> start(static_cast<size_t>(blocks) + 1, 0);
-    for (int64_t q = 0; q < m; ++q) ++start[(off[order[q]] - lo) / slice / rows + 1];
+    for (int64_t q = 0; q < m; ++q) ++start[(off[position(q)] - lo) / slice / rows + 1];
     for (int64_t b = 0; b < blocks; ++b) start[b + 1] += start[b];
     // sorted: the positions, block by block; local: each one's element offset inside its
     // block (< rows * slice, which is at most max(kBlockBytes / sizeof(A), slice) < 2^32)
-    std::vector<int64_t> sorted(static_cast<size_t>(m));
-    std::vector<uint32_t> local(static_cast<size_t>(m));
+    thread_local Scratch<int64_t> sorted_buf;
+    thread_local Scratch<uint32_t> local_buf;
+    int64_t *sorted = sorted_buf.get(static_cast<size_t>(m));
+    uint32_t *local = local_buf.get(static_cast<size_t>(m));
     {
       std::vector<int64_t> fill(start.begin(), start.end() - 1);
       for (int64_t q = 0; q < m; ++q) {
-        const int64_t e = off[order[q]] - lo;
+        const int64_t k = position(q);
+        const int64_t e = off[k] - lo;
         const int64_t b = e / slice / rows;
         const int64_t at = fill[b]++;
-        sorted[at] = order[q];
+        sorted[at] = k;
         local[at] = static_cast<uint32_t>(e - b * rows * slice);
       }
     }
@@ -387,6 +389,8 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     return;
   }
   // Sparse: comparison sort by destination; ties keep index order.
+  std::vector<int64_t> order(static_cast<size_t>(m));
+  for (int64_t q = 0; q < m; ++q) order[q] = position(q);
   std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return off[x] < off[y]; });
   std::vector<A> acc_buf(static_cast<size_t>(slice));
   A *__restrict acc = acc_buf.data();
