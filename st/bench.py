@@ -383,6 +383,24 @@ def _sample(fn, inner):
             fn.leave()
 
 
+ESTIMATE_S = 0.05
+
+
+def _estimate(fn, budget):
+    """Steady per-call time: calls for `budget` seconds (one if a call takes longer), the
+    median of the second half. The first calls can be far slower than the rest (MindSpore's
+    PYNATIVE: 0.2-1 ms for the first calls on a Parameter or after a pause, 22-45 us per
+    call in a loop), and the estimate sets the calls per sample."""
+    times = []
+    start = time.perf_counter()
+    while True:
+        times.append(_sample(fn, 1))
+        if time.perf_counter() - start >= budget or len(times) >= 2000:
+            break
+    tail = sorted(times[len(times) // 2:])
+    return tail[len(tail) // 2]
+
+
 def run_case(case, args):
     """Time every implementation of one case, interleaved. Returns {name: result}."""
     w = case.workload
@@ -410,13 +428,7 @@ def run_case(case, args):
         for name in names:
             try:
                 _sample(runners[name], 1)
-                one = max(_sample(runners[name], 1), 1e-7)
-                # A single call can still be cold (a runtime's idle threads waking: MindSpore's
-                # PYNATIVE took 200-400 us for the first call after a pause, 22-45 us per
-                # call in a loop); a short burst gives the steady per-call estimate that sets
-                # the calls per sample.
-                burst = min(int(0.2 * target / one), 1000)
-                est[name] = max(_sample(runners[name], burst), 1e-7) if burst > 1 else one
+                est[name] = max(_estimate(runners[name], ESTIMATE_S), 1e-7)
             except Exception as err:
                 results[name] = {"skipped": f"{name}: {type(err).__name__}: {_first_line(err)}"}
                 del runners[name]
