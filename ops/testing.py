@@ -1,6 +1,7 @@
-"""The numpy loop oracle and a direct (no MindSpore) caller of the kernel library.
+"""The numpy loop oracle, a direct (no MindSpore) caller of the kernel library, and the
+process's resident memory (rss_mb).
 
-Both are used by tests/, st/ and the benchmark. The oracle applies the index vectors one
+They are used by tests/, st/ and the benchmark. The oracle applies the index vectors one
 at a time, in index order, with the project's policies:
 
 * float16 accumulates in float32: each destination slice starts from input_x, takes all
@@ -192,3 +193,12 @@ def call_kernel(op, x, indices, updates, output="token", library=None):
     call = KernelCall(op, x, np.asarray(indices, order="C"), np.asarray(updates, order="C"), output, library)
     rc = call.run()
     return rc, x, call.out
+
+
+def rss_mb():
+    """This process's resident memory (VmRSS), MB; Linux only."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")

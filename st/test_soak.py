@@ -22,7 +22,7 @@ import pytest
 from mindspore import Parameter, Tensor
 
 import ms_scatter
-from ms_scatter.testing import oracle
+from ms_scatter.testing import oracle, rss_mb
 
 
 def _register_markers():
@@ -34,14 +34,6 @@ def _register_markers():
 _register_markers()
 
 RSS_BOUND_MB = float(os.environ.get("MS_SCATTER_SOAK_RSS_MB", "50"))
-
-
-def rss_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 class Soak:

@@ -36,7 +36,7 @@ from hypothesis.extra import numpy as hnp
 import ms_scatter
 from ms_scatter import infer
 from ms_scatter.testing import (KernelCall, OracleIndexError, OracleZeroDivisionError, call_kernel,
-                                kernel_library, oracle, split_op)
+                                kernel_library, oracle, rss_mb, split_op)
 
 
 def _register_markers():
@@ -588,14 +588,6 @@ def test_float16_blocked_path(op, cols, set_threads):
         assert got[untouched].tobytes() == x[untouched].tobytes()
 
 
-def _rss_mb():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
-
-
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status (Linux)")
 def test_scratch_given_back_after_a_large_call(set_threads):
     """The calling thread keeps its scratch (here the 64-bit offsets, 8 bytes per index)
@@ -611,10 +603,10 @@ def test_scratch_given_back_after_a_large_call(set_threads):
     assert rc == 0
     assert x_after.sum() == n  # small integers: exact in float32
     del indices, updates
-    before = _rss_mb()
+    before = rss_mb()
     rc, x_after, _ = call_kernel("ScatterAdd", x, np.array([3], np.int32), np.ones(1, np.float32), "token")
     assert rc == 0 and x_after[3] == 1
-    after = _rss_mb()
+    after = rss_mb()
     assert before - after > 0.8 * n * 8 / 2 ** 20, f"VmRSS {before:.0f} MB -> {after:.0f} MB"
 
 
