@@ -420,7 +420,6 @@ def run_case(case, args):
     # (_estimate) that sets the number of calls per sample.
     est = {}
     t_warm = time.perf_counter()
-    target = args.sample_s
     for mode, names in groups:
         if not names:
             continue
@@ -433,6 +432,7 @@ def run_case(case, args):
                 results[name] = {"skipped": f"{name}: {type(err).__name__}: {_first_line(err)}"}
                 del runners[name]
     groups = [(mode, [n for n in names if n in runners]) for mode, names in groups]
+    target = args.sample_s
     inner = {n: max(1, min(int(target / est[n]), 5000)) for n in runners}
     per_rep = sum(inner[n] * est[n] + args.settle for n in runners) or 1e-3
     budget = w.budget_s * args.budget_scale

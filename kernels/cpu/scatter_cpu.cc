@@ -253,6 +253,16 @@ inline void store_row<half_t>(const float *src, half_t *dst, int64_t n) {
 }
 #endif
 
+// The slice (row) of an element offset, a multiple of slice: a shift when slice is a
+// power of two (a 64-bit division costs more than the row's update).
+struct SliceRow {
+  explicit SliceRow(int64_t slice)
+      : slice(slice), shift((slice & (slice - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(slice)) : -1) {}
+  int64_t operator()(int64_t e) const { return shift >= 0 ? e >> shift : e / slice; }
+  int64_t slice;
+  int shift;
+};
+
 // Half precision, destinations spanning at most kMirrorBytes of accumulators: a float
 // mirror of the span, each slice loaded on its first update, the updates applied in
 // index order as apply_direct does, and each touched slice rounded once at the end.
@@ -272,9 +282,7 @@ void apply_mirror(T *dst, const T *upd, const int64_t *off, const int64_t *pos, 
   A *mirror = mirror_buf.get(static_cast<size_t>(span * slice));
   unsigned char *touched = touched_buf.data();
   A *__restrict val = val_buf.get(static_cast<size_t>(slice));
-  // row = (offset - lo) / slice; offsets are multiples of slice: a shift when slice is a
-  // power of two (a 64-bit division costs more than the row's update)
-  const int shift = (slice & (slice - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(slice)) : -1;
+  const SliceRow row_of(slice);
   constexpr int64_t kAhead = 16;
   for (int64_t q = 0; q < m; ++q) {
     const int64_t k = pos ? pos[q] : q;
@@ -284,7 +292,7 @@ void apply_mirror(T *dst, const T *upd, const int64_t *off, const int64_t *pos, 
       prefetch_row(dst + ahead, slice);  // read on the slice's first update
     }
     const int64_t e = off[k] - lo;
-    const int64_t r = shift >= 0 ? e >> shift : e / slice;
+    const int64_t r = row_of(e);
     A *__restrict a = mirror + e;
     if (!touched[r]) {
       load_row(dst + off[k], a, slice);
@@ -301,17 +309,21 @@ void apply_mirror(T *dst, const T *upd, const int64_t *off, const int64_t *pos, 
 }
 
 // Half precision: group positions pos[0..m) by destination (keeping index order inside
-// a group), accumulate each destination slice in float and round once.
+// a group), accumulate each destination slice in float and round once. [lo, hi]: the
+// extreme offsets when the caller knows them (lo < 0: not known).
 template <typename T, typename Op>
-void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
+void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
+                   int64_t lo, int64_t hi) {
   using R = Reducer<T, Op>;
   using A = typename R::acc_t;
   if (m == 0 || slice == 0) return;
-  int64_t lo = off[pos ? pos[0] : 0], hi = lo;
-  for (int64_t q = 1; q < m; ++q) {
-    const int64_t o = off[pos ? pos[q] : q];
-    lo = std::min(lo, o);
-    hi = std::max(hi, o);
+  if (lo < 0) {
+    lo = hi = off[pos ? pos[0] : 0];
+    for (int64_t q = 1; q < m; ++q) {
+      const int64_t o = off[pos ? pos[q] : q];
+      lo = std::min(lo, o);
+      hi = std::max(hi, o);
+    }
   }
   const int64_t span = (hi - lo) / slice + 1;  // destination slices between the extremes
   const bool dense = span <= 4 * m + 1024;
@@ -354,7 +366,7 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     std::vector<A> acc_buf(static_cast<size_t>(rows * slice));
     std::vector<unsigned char> touched(static_cast<size_t>(rows));
     A *__restrict acc = acc_buf.data();
-    const int shift = (slice & (slice - 1)) == 0 ? __builtin_ctzll(static_cast<unsigned long long>(slice)) : -1;
+    const SliceRow row_of(slice);
     constexpr int64_t kAhead = 16;
     for (int64_t b = 0; b < blocks; ++b) {
       if (start[b] == start[b + 1]) continue;
@@ -372,7 +384,7 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
           if (!whole) prefetch_row(dst + base + local[q + kAhead], slice);
         }
         const int64_t e = local[q];
-        const int64_t r = shift >= 0 ? e >> shift : e / slice;
+        const int64_t r = row_of(e);
         A *a = acc + e;
         if (!touched[r]) {
           if (!whole) load_row(dst + base + e, a, slice);
@@ -406,12 +418,14 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   }
 }
 
+// Positions pos[0..m) (0..m when pos is null); [lo, hi] as for apply_grouped.
 template <typename T, typename Op>
-void apply(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
+void apply(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
+           int64_t lo = -1, int64_t hi = -1) {
   if constexpr (std::is_same<typename Reducer<T, Op>::acc_t, T>::value)
     apply_direct<T, Op>(dst, upd, off, pos, m, slice);
   else
-    apply_grouped<T, Op>(dst, upd, off, pos, m, slice);
+    apply_grouped<T, Op>(dst, upd, off, pos, m, slice, lo, hi);
 }
 
 template <typename T, typename Op>
@@ -431,9 +445,11 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
       cut[t] = c;
     }
     auto fn = [&](int t) {
-      std::vector<int64_t> pos(static_cast<size_t>(cut[t + 1] - cut[t]));
-      for (int64_t q = 0; q < static_cast<int64_t>(pos.size()); ++q) pos[q] = cut[t] + q;
-      apply<T, Op>(dst, upd, off, pos.data(), static_cast<int64_t>(pos.size()), p.slice);
+      // positions cut[t] .. cut[t + 1]: the call's arrays from there on, extremes at the ends
+      const int64_t m = cut[t + 1] - cut[t];
+      if (m > 0)
+        apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, off[cut[t]],
+                     off[cut[t + 1] - 1]);
     };
     if (ThreadPool::instance().run(threads, fn)) return;
   } else if (threads > 1) {
@@ -444,7 +460,7 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
     };
     if (ThreadPool::instance().run(threads, fn)) return;
   }
-  apply<T, Op>(dst, upd, off, nullptr, p.n, p.slice);
+  apply<T, Op>(dst, upd, off, nullptr, p.n, p.slice, min_off, max_off);
 }
 
 // Copy of input_x into the output (TensorScatter, and the in-place primitive's result):
