@@ -6,7 +6,9 @@
 #define MS_SCATTER_PLAN_H_
 
 #include <algorithm>
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -85,6 +87,64 @@ struct Plan {
   int64_t strides[16] = {0};  // element stride of each indexed dimension
 };
 
+// printf into a std::string (the messages of the shape rule, which reports rather than sets).
+inline std::string format_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string format_message(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+// The shape rule of every family, on known shapes (infer/ has the same rule in Python,
+// where unknown dimensions are skipped): kFirstAxis indexes the first axis of an input_x
+// of rank >= 1 (depth 1, every index dimension enumerates index vectors); kNd takes the
+// last axis of indices (rank >= min_indices_rank) as the depth, <= the rank of input_x;
+// updates.shape == indices.shape[:lead] + x.shape[depth:]. Returns kOk, or kBadArguments
+// with the message in *msg. Used by the kernels (make_plan) and by the shape inference of
+// dynamic-shape graphs (entries.h).
+inline int check_shapes(const char *op, IndexMode mode, int min_indices_rank, const int *ndims,
+                        const int64_t *const *shapes, std::string *msg) {
+  const int x_ndim = ndims[0], idx_ndim = ndims[1], upd_ndim = ndims[2];
+  const int64_t *x = shapes[0], *idx = shapes[1], *upd = shapes[2];
+  int64_t depth = 1;
+  int lead = idx_ndim;  // index dims that enumerate index vectors
+  if (mode == IndexMode::kFirstAxis) {
+    if (x_ndim < 1) {
+      *msg = format_message("For '%s', 'input_x' must have rank >= 1, but got shape %s.", op,
+                            shape_str(x_ndim, x).c_str());
+      return kBadArguments;
+    }
+  } else {
+    min_indices_rank = std::max(min_indices_rank, 1);
+    if (idx_ndim < min_indices_rank) {
+      *msg = format_message("For '%s', the rank of 'indices' must be >= %d, but got %d (shape %s).", op,
+                            min_indices_rank, idx_ndim, shape_str(idx_ndim, idx).c_str());
+      return kBadArguments;
+    }
+    depth = idx[idx_ndim - 1];
+    lead = idx_ndim - 1;
+    if (depth > x_ndim) {
+      *msg = format_message("For '%s', the last dimension of 'indices' must be <= the rank of 'input_x' (%d), "
+                            "but got %lld (indices %s, input_x %s).", op, x_ndim, static_cast<long long>(depth),
+                            shape_str(idx_ndim, idx).c_str(), shape_str(x_ndim, x).c_str());
+      return kBadArguments;
+    }
+  }
+  bool ok = upd_ndim == lead + (x_ndim - static_cast<int>(depth));
+  for (int i = 0; ok && i < lead; ++i) ok = upd[i] == idx[i];
+  for (int i = static_cast<int>(depth); ok && i < x_ndim; ++i) ok = upd[lead + i - depth] == x[i];
+  if (!ok) {
+    *msg = format_message("For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
+                          op, shape_str(idx_ndim, idx).c_str(), shape_str(x_ndim, x).c_str(),
+                          shape_str(upd_ndim, upd).c_str());
+    return kBadArguments;
+  }
+  return kOk;
+}
+
 // Build the plan from the aot arguments (x, indices, updates, out). Our inference has
 // already checked all of this; the kernel checks again so that a direct call cannot
 // read out of bounds.
@@ -102,6 +162,11 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
       return kBadArguments;
     }
   }
+  std::string msg;
+  if (check_shapes(op, mode, mode == IndexMode::kNd ? 1 : 0, ndims, shapes, &msg) != kOk) {
+    set_error(kBadArguments, "%s", msg.c_str());
+    return kBadArguments;
+  }
   p->op = op;
   p->x_ndim = ndims[0];
   p->x_shape = shapes[0];
@@ -110,39 +175,16 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   p->upd_ndim = ndims[2];
   p->upd_shape = shapes[2];
   p->x_numel = numel(p->x_ndim, p->x_shape);
-  const int64_t idx_numel = numel(p->idx_ndim, p->idx_shape);
-  int lead = p->idx_ndim;  // index dims that enumerate index vectors
   if (mode == IndexMode::kFirstAxis) {
     p->depth = 1;
-    p->n = idx_numel;
-    if (p->x_ndim < 1) {
-      set_error(kBadArguments, "For '%s', 'input_x' must have rank >= 1, but got shape %s.", op,
-                shape_str(p->x_ndim, p->x_shape).c_str());
-      return kBadArguments;
-    }
+    p->n = numel(p->idx_ndim, p->idx_shape);
   } else {
-    if (p->idx_ndim < 1) {
-      set_error(kBadArguments, "For '%s', 'indices' must have rank >= 1, but got shape ().", op);
-      return kBadArguments;
-    }
     p->depth = p->idx_shape[p->idx_ndim - 1];
-    lead = p->idx_ndim - 1;
-    p->n = numel(lead, p->idx_shape);
+    p->n = numel(p->idx_ndim - 1, p->idx_shape);
   }
-  if (p->depth > p->x_ndim || p->depth > 16) {
+  if (p->depth > 16) {
     set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
               op, p->x_ndim, static_cast<long long>(p->depth));
-    return kBadArguments;
-  }
-  // updates.shape == indices.shape[:lead] + x.shape[depth:]
-  bool ok = p->upd_ndim == lead + (p->x_ndim - static_cast<int>(p->depth));
-  for (int i = 0; ok && i < lead; ++i) ok = p->upd_shape[i] == p->idx_shape[i];
-  for (int i = static_cast<int>(p->depth); ok && i < p->x_ndim; ++i)
-    ok = p->upd_shape[lead + i - p->depth] == p->x_shape[i];
-  if (!ok) {
-    set_error(kBadArguments, "For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
-              op, shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
-              shape_str(p->upd_ndim, p->upd_shape).c_str());
     return kBadArguments;
   }
   p->slice = numel(p->x_ndim - static_cast<int>(p->depth), p->x_shape + p->depth);
