@@ -20,6 +20,12 @@ Update     dx = 0 where written, dout elsewhere; du_n = dout[idx_n] for the upda
 
 Integer dtypes get zero gradients (MindSpore's convention for non-float inputs).
 
+Dynamic shapes (a dimension or the rank unknown at compile time): the same rules on the
+index vectors in their own shape (indices.shape[:-1] + (d,)) and the updates unflattened,
+so that no shape arithmetic is needed; Update numbers each update's elements by their
+index vector with a cumulative sum. The choice is made at compile time (shape_unknown):
+a static-shape graph runs the rules above, unchanged.
+
 In-place families: the kernel overwrites input_x, so the functional forms gather
 input_x at idx before the call for the rules that need it (Mul, Max, Min). In GRAPH
 mode that gather is removed when nothing differentiates the call; in PYNATIVE it runs
@@ -29,6 +35,7 @@ form in every mode (primitives.py), so they have the same gradients.
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
+from mindspore.ops import constexpr
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 
@@ -48,6 +55,13 @@ def install(primitives):
     _TS_DIV = primitives["TensorScatterDiv"]()
     _TS_MAX = primitives["TensorScatterMax"]()
     _TS_UPDATE = primitives["TensorScatterUpdate"]()
+
+
+@constexpr(check=False)
+def shape_unknown(*shapes):
+    """In a graph: whether a shape is not known at compile time (MindSpore passes an
+    unknown dimension, or an unknown rank, as None here). Constant-folded by the compiler."""
+    return any(s is None or any(d is None or d < 0 for d in s) for s in shapes)
 
 
 def _prod(shape):
@@ -77,8 +91,20 @@ def _broadcast_rows(flags, like):
     return ops.reshape(flags, flags.shape + (1,) * (len(like.shape) - 1))
 
 
-def _rule(reduction, dout, idx, upd, xg, out):
-    """(d input_x, d updates in the flat (N,) + slice shape)."""
+def _vector_numbers(idx, upd):
+    """Dynamic shapes: for each element of upd (shape idx.shape[:-1] + slice), the number of
+    its index vector in index order (int64), without knowing any rank."""
+    ones = ops.ones_like(upd, dtype=mstype.int64)
+    elements = ops.reduce_sum(ones)
+    vectors = ops.reduce_sum(ops.ones_like(ops.reduce_sum(idx, -1), dtype=mstype.int64))
+    slice_size = ops.maximum(elements // ops.maximum(vectors, 1), 1)
+    position = ops.cumsum(ops.reshape(ones, (-1,)), 0) - 1
+    return ops.reshape(position // slice_size, ops.shape(upd))
+
+
+def _rule(reduction, dout, idx, upd, xg, out, dynamic=False):
+    """(d input_x, d updates in the flat (N,) + slice shape; with dynamic, idx and upd
+    in their own shapes)."""
     gather = ops.gather_nd
     if reduction == "Add":
         return dout, gather(dout, idx)
@@ -107,6 +133,12 @@ def _rule(reduction, dout, idx, upd, xg, out):
         share = dout / count
         return share * won_x, gather(share, idx) * won_u
     # Update
+    if dynamic:
+        written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
+        order = _vector_numbers(idx, upd)
+        last = _TS_MAX(ops.full_like(dout, -1, dtype=mstype.int64), idx, order)
+        survived = ops.cast(gather(last, idx) == order, dout.dtype)
+        return dout * (1 - written), gather(dout, idx) * survived
     n = idx.shape[0]
     written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
     order = ops.arange(n, dtype=mstype.int32)
@@ -120,6 +152,10 @@ def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
     updates) or None for the rules that do not use it."""
     if not _is_float(dout):
         return ops.zeros_like(dout), ops.zeros_like(updates)
+    if shape_unknown(ops.shape(dout), ops.shape(indices), ops.shape(updates)):
+        idx = ops.expand_dims(indices, -1) if depth_one else indices
+        dx, du = _rule(reduction, dout, idx, ops.cast(updates, dout.dtype), xg, out, dynamic=True)
+        return dx, ops.cast(du, updates.dtype)
     idx, flat_shape = _flatten(x, indices, depth_one)
     upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
     if xg is not None:

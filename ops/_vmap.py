@@ -86,7 +86,7 @@ def _nd_kernel(prim):
     else:
         key = (op, prim.use_locking)
     if key not in _nd_kernels:
-        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd") if key[1] == "token"
+        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd", node="static") if key[1] == "token"
                             else PRIMITIVES[op](use_locking=prim.use_locking))
     return _nd_kernels[key]
 

@@ -14,6 +14,16 @@ How a call runs, and what it costs (x = input_x, u = updates):
   ``<Op>_return``, which would copy all of x into its output, is never launched.)
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 
+Dynamic shapes (a -1 dimension or an unknown rank at compile time: ``Cell.set_inputs``,
+``jit(dynamic=1)``): MindSpore infers such a node's shape again at each launch, without
+Python, through the library's ``<entry>InferShape`` (kernels/include/ms_scatter/entries.h).
+So each kernel that our code or a user calls (the token kernels, the TensorScatter
+primitives) is, in a graph, one of two graph nodes chosen at compile time: the static one
+(exactly the primitive as before) or, where a shape is unknown, one with the primitive
+attribute ``cpp_infer_shape``. Python calls (PYNATIVE) use the object itself, which is
+never a graph node: MindSpore treats a primitive that has run in a dynamic-shape graph
+differently at later PYNATIVE launches (it infers its shape again on its backend thread).
+
 On the device target Ascend (or with MS_SCATTER_KERNELS=hybrid) every primitive and
 function runs on the AKG hybrid kernels instead: ops/_ascend.py (out of place, then
 ops.assign for the in-place families: O(x) + O(u)).
@@ -23,6 +33,7 @@ import threading
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
+from mindspore.ops import functional as F
 from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
@@ -41,7 +52,10 @@ _IN_PLACE_SIGNATURE = (
 class _ScatterKernel(ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
-    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None):
+    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, node=None):
+        """node: None for an object that Python and our code call (in a graph it runs as one
+        of its two nodes, see _graph_call), "static" / "dynamic" for a graph node itself;
+        primitives that never run as a node (the in-place primitives' own entry) pass "static"."""
         self.op_name = op_name
         self.family = family
         self._token = token
@@ -54,8 +68,23 @@ class _ScatterKernel(ops.Custom):
         self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
+        if node == "dynamic" and func_type == "aot":
+            # the shape from <entry>InferShape (at compile time and at each launch); the dtype
+            # still from __infer__; MindSpore's Custom shape inference reads reg_op_name
+            self.add_prim_attr("cpp_infer_shape", True)
+            self.add_prim_attr("reg_op_name", op_name)
         self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
+        if node is None and func_type == "aot":
+            nodes = []
+            for kind in ("static", "dynamic"):
+                graph_node = type(self).__new__(type(self))
+                graph_node._setup(op_name, family, entry, token, side_effect, bprop, node=kind)
+                nodes.append(graph_node)
+            # MindSpore's graph parser calls the instance attribute __call__ of an object marked
+            # __ms_class__ (what mindspore.jit_class sets); Python's call uses the class's
+            self.__ms_class__ = True
+            self.__call__ = _graph_call(*nodes)
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
         rule, kwargs = infer.family_shape_rule(self.family)
@@ -137,6 +166,20 @@ class _ScatterKernel(ops.Custom):
             return out
 
 
+def _shape(value):
+    return F.shape(value) if isinstance(value, Tensor) else ()  # not a Tensor: __infer__ says so
+
+
+def _graph_call(static, dynamic):
+    """A kernel call in a graph: the static node where every shape is known at compile time,
+    the dynamic one otherwise (both compile-time constants: no branch runs in the graph)."""
+    def call(input_x, indices, updates):
+        if _grad.shape_unknown(_shape(input_x), _shape(indices), _shape(updates)):
+            return dynamic(input_x, indices, updates)
+        return static(input_x, indices, updates)
+    return call
+
+
 class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode compiles
     """``Depend(input_x, token)``: in a graph, the updated input_x ordered after the kernel.
     In PYNATIVE (where MindSpore calls ``__call__``) a Tensor sharing the Parameter's
@@ -162,8 +205,8 @@ class _InPlaceKernel(_ScatterKernel):
     """In place on a Parameter, 1-element token output: the O(updates) path."""
     __mindspore_signature__ = _IN_PLACE_SIGNATURE
 
-    def __init__(self, op_name, family):
-        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True)
+    def __init__(self, op_name, family, node=None):
+        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, node=node)
 
 
 class _InPlaceScatter(_ScatterKernel):
@@ -174,7 +217,7 @@ class _InPlaceScatter(_ScatterKernel):
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
-        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True)
+        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True, node="static")
         self.add_prim_attr('use_locking', use_locking)
         self.use_locking = use_locking
         if self._hybrid is None:
