@@ -5,7 +5,8 @@ ctypes calling convention MindSpore uses (ops/testing.py: KernelCall / call_kern
 over every entry point (21 ops; token/return/tensor), every value and index dtype, and
 shapes with empty and zero-size dimensions, 0-d and rank-1 indices, index depth 0 and
 depth == rank; the error paths (bad index, integer division by zero, wrong shapes, bad
-dtype strings, bad argument counts, short error buffers); the multi-thread path at
+dtype strings, bad argument counts, short error buffers); the shape inference of
+dynamic-shape graphs (ms_scatter_infer_shape) on random, unknown and 0-d shapes; the multi-thread path at
 several thread counts (and that worker threads really ran); and concurrent calls from
 Python threads. Every successful result is compared with the numpy loop oracle.
 
@@ -336,6 +337,54 @@ class Driver:
             upd[upd == 0] = 1
         return x, idx, upd
 
+    def infer_shape(self, entry, shapes, null_scalars=False):
+        """ms_scatter_infer_shape (the library's shape inference for dynamic-shape graphs):
+        (output shape, None) or (None, message). null_scalars: a 0-d shape as a NULL pointer."""
+        self.calls += 1
+        fn = self.lib.ms_scatter_infer_shape
+        fn.restype = ctypes.c_int
+        ndims = (ctypes.c_int * 3)(*[len(s) for s in shapes])
+        bufs = [(ctypes.c_int64 * len(s))(*s) if s or not null_scalars else None for s in shapes]
+        ptrs = (ctypes.POINTER(ctypes.c_int64) * 3)(
+            *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) if b is not None else None for b in bufs])
+        out = (ctypes.c_int64 * 8)()
+        msg = ctypes.create_string_buffer(256)  # shorter than some messages: truncated, terminated
+        rank = fn(entry.encode(), ndims, ptrs, out, 8, msg, len(msg))
+        return (tuple(out[:min(rank, 8)]), None) if rank >= 0 else (None, msg.value.decode())
+
+    def section_infer_shape(self):
+        """Random known shapes (the library's rule against infer/'s), shapes with unknown
+        dimensions and unknown ranks (passed through), 0-d shapes as NULL pointers."""
+        for op in self.ops:
+            family = self.T.split_op(op)[0]
+            rule, kwargs = self.infer.family_shape_rule(family)
+            rng = self.rng("infer-shape", op)
+            for output in self.outputs(op):
+                entry = self.T.entry_name(op, output if output != "tensor" else "token")
+                for _ in range(60):
+                    shapes = [tuple(int(d) for d in rng.integers(0, 4, size=rng.integers(0, 4))) for _ in range(3)]
+                    try:
+                        rule(op, *shapes, **kwargs)
+                        valid = True
+                    except ValueError:
+                        valid = False
+                    for null in (False, True):
+                        got, err = self.infer_shape(entry, shapes, null)
+                        if (err is None) != valid:
+                            self.fail(f"infer-shape {entry} {shapes}: library says {err!r}, infer/ valid={valid}")
+                        elif valid and got != ((1,) if output == "token" else shapes[0]):
+                            self.fail(f"infer-shape {entry} {shapes}: output {got}")
+                        elif not valid and not err.startswith(f"For '{op}', "):
+                            self.fail(f"infer-shape {entry} {shapes}: message {err!r}")
+                    unknown = [tuple(-1 if rng.random() < 0.5 else d for d in s) for s in shapes]
+                    if unknown != shapes:
+                        got, err = self.infer_shape(entry, unknown)
+                        if err is not None or got != ((1,) if output == "token" else unknown[0]):
+                            self.fail(f"infer-shape {entry} {unknown}: {got} {err!r}")
+                got, err = self.infer_shape(entry, [(-2,), (-2,), (-2,)])
+                if err is not None or got != ((1,) if output == "token" else (-2,)):
+                    self.fail(f"infer-shape {entry} unknown ranks: {got} {err!r}")
+
     def section_threads(self):
         tasks_before = len(os.listdir("/proc/self/task"))
         saved = self.lib.ms_scatter_num_threads()
@@ -439,7 +488,7 @@ class Driver:
 
     def run(self):
         t0 = time.time()
-        for name in ("oracle", "errors", "threads", "concurrency"):
+        for name in ("oracle", "errors", "infer_shape", "threads", "concurrency"):
             before, t = self.calls, time.time()
             getattr(self, f"section_{name}")()
             print(f"  {name}: {self.calls - before} kernel calls, {time.time() - t:.1f} s", flush=True)
