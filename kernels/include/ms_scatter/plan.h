@@ -31,6 +31,9 @@ enum class IndexMode { kFirstAxis, kNd };
 // the result to the output (copy + scatter).
 enum class OutputMode { kToken, kReturn, kTensor };
 
+// The highest rank any argument may have (infer.MAX_RANK says the same on the Python side).
+constexpr int kMaxRank = 64;
+
 inline int64_t numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) n *= shape[i];
@@ -40,7 +43,7 @@ inline int64_t numel(int ndim, const int64_t *shape) {
 // Shapes from a direct call are not trusted: every dimension >= 0 and the element count
 // representable (so numel() cannot overflow).
 inline bool valid_shape(int ndim, const int64_t *shape) {
-  if (ndim < 0 || ndim > 64 || (ndim > 0 && shape == nullptr)) return false;
+  if (ndim < 0 || ndim > kMaxRank || (ndim > 0 && shape == nullptr)) return false;
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) {
     if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return false;
@@ -82,7 +85,7 @@ struct Plan {
   int64_t n = 0;      // number of index vectors
   int64_t depth = 0;  // components per index vector
   int64_t slice = 1;  // elements per update slice
-  int64_t strides[16] = {0};  // element stride of each indexed dimension
+  int64_t strides[kMaxRank] = {0};  // element stride of each indexed dimension
 };
 
 // Build the plan from the aot arguments (x, indices, updates, out). Our inference has
@@ -115,10 +118,10 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   if (mode == IndexMode::kFirstAxis) {
     p->depth = 1;
     p->n = idx_numel;
-    if (p->x_ndim < 1) {
-      set_error(kBadArguments, "For '%s', 'input_x' must have rank >= 1, but got shape %s.", op,
-                shape_str(p->x_ndim, p->x_shape).c_str());
-      return kBadArguments;
+    if (p->x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis, as MindSpore's
+      static const int64_t kOneElement[1] = {1};
+      p->x_ndim = 1;
+      p->x_shape = kOneElement;
     }
   } else {
     if (p->idx_ndim < 1) {
@@ -129,7 +132,7 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
     lead = p->idx_ndim - 1;
     p->n = numel(lead, p->idx_shape);
   }
-  if (p->depth > p->x_ndim || p->depth > 16) {
+  if (p->depth > p->x_ndim || p->depth > kMaxRank) {
     set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
               op, p->x_ndim, static_cast<long long>(p->depth));
     return kBadArguments;
@@ -152,6 +155,13 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
     stride *= p->x_shape[d];
   }
   return kOk;
+}
+
+// Do two byte ranges share memory? (updates that alias input_x: an in-place call reads them
+// as they were when it started, from a copy.)
+inline bool overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 // What index_offsets learns about the offsets on its way (the engine's thread and path
@@ -249,8 +259,8 @@ int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *con
   const char *op = p.op;
   const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
                         std::strcmp(dtypes[3], "int32") == 0;
-  const bool full_ok = om != OutputMode::kToken && ndims[3] == p.x_ndim &&
-                       std::equal(shapes[3], shapes[3] + ndims[3], p.x_shape) &&
+  const bool full_ok = om != OutputMode::kToken && ndims[3] == ndims[0] &&
+                       std::equal(shapes[3], shapes[3] + ndims[3], shapes[0]) &&
                        std::strcmp(dtypes[3], dtypes[0]) == 0;
   if (!token_ok && !full_ok) {
     set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,
