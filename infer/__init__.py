@@ -10,8 +10,10 @@ kernel checks them again at launch). Dtypes may be MindSpore dtypes, tensor type
 numpy dtypes or names.
 """
 
-VALUE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+VALUE_DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
+                "uint32", "uint64")
 INDEX_DTYPES = ("int32", "int64")
+MAX_RANK = 64  # of any argument (kernels/include/ms_scatter/plan.h: kMaxRank)
 
 # The families: reduction x index mode. Scatter* index the first axis of a Parameter,
 # ScatterNd* take the last axis of `indices` as an index vector into a Parameter,
@@ -28,6 +30,12 @@ def function_name(op):
 def op_error(exc_type, op, message):
     """The one error wording: ``For '<op>', <message>``."""
     return exc_type(f"For '{op}', {message}")
+
+
+class ScatterTypeError(TypeError, RuntimeError):
+    """An implicit dtype conversion the call would need but cannot have (the Parameter of an
+    in-place op would have to change dtype). MindSpore 2.10 raises TypeError here, its
+    documentation says RuntimeError: this is both."""
 
 
 def dtype_name(dtype):
@@ -47,6 +55,12 @@ def check_use_locking(op, use_locking):
     if not isinstance(use_locking, bool):
         raise op_error(TypeError, op, f"'use_locking' must be a bool, but got {type(use_locking).__name__}.")
     return use_locking
+
+
+def check_rank(op, name, shape):
+    """Any rank up to MAX_RANK; above it a ValueError that states the limit."""
+    if len(shape) > MAX_RANK:
+        raise op_error(ValueError, op, f"the rank of '{name}' must be <= {MAX_RANK}, but got {len(shape)}.")
 
 
 def _known(shape):
@@ -72,9 +86,9 @@ def scatter_shape(op, x_shape, indices_shape, updates_shape):
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
     if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
         return x_shape
-    if len(x_shape) < 1:
-        raise op_error(ValueError, op, f"'input_x' must have rank >= 1, but got shape {_fmt(x_shape)}.")
-    expected = indices_shape + x_shape[1:]
+    for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
+        check_rank(op, name, shape)
+    expected = indices_shape + x_shape[1:]  # a 0-d input_x is one element along its first axis
     if not _same_shape(expected, updates_shape):
         raise op_error(ValueError, op,
                        f"the shape of 'updates' must be indices.shape + input_x.shape[1:] = {_fmt(expected)} "
@@ -88,6 +102,8 @@ def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
     if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
         return x_shape
+    for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
+        check_rank(op, name, shape)
     if len(indices_shape) < min_indices_rank:
         raise op_error(ValueError, op,
                        f"the rank of 'indices' must be >= {min_indices_rank}, but got {len(indices_shape)} "
@@ -124,40 +140,58 @@ def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
 
 
 _INT_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64")
+_WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
 _FLOAT_ORDER = ("float16", "float32", "float64")
 
 
 def promote(a, b):
-    """The dtype MindSpore's implicit conversion gives two tensors of dtypes a and b:
-    the wider of two floats or two integers (uint8 with int8 gives int16), the float
-    when one is a float and one an integer."""
+    """The dtype MindSpore's implicit conversion gives two tensors of dtypes a and b, or None
+    where it has none: the wider of two floats or two integers (uint8 with int8 gives int16),
+    the float when one is a float and one an integer (or bool); bfloat16 with float16 gives
+    float32; uint16/uint32/uint64 convert only from bool (MindSpore: "Type implicit
+    conversion between UInt64 and Int32 is not supported")."""
     a, b = dtype_name(a), dtype_name(b)
     if a == b:
         return a
-    fa, fb = a in _FLOAT_ORDER, b in _FLOAT_ORDER
+    if "bool" in (a, b):
+        return b if a == "bool" else a
+    fa, fb = a in _FLOAT_ORDER + ("bfloat16",), b in _FLOAT_ORDER + ("bfloat16",)
     if fa and fb:
+        if "bfloat16" in (a, b):
+            other = b if a == "bfloat16" else a
+            return "float32" if other == "float16" else other
         return max(a, b, key=_FLOAT_ORDER.index)
     if fa or fb:
         return a if fa else b
+    if a in _WIDE_UNSIGNED or b in _WIDE_UNSIGNED:
+        return None
     if {a, b} == {"uint8", "int8"}:
         return "int16"
     if a in _INT_ORDER and b in _INT_ORDER:
         return max(a, b, key=_INT_ORDER.index)
-    return a
+    return None
+
+
+def _ms_name(n):
+    return "BFloat16" if n == "bfloat16" else "UInt" + n[4:] if n.startswith("uint") else n.capitalize()
 
 
 def in_place_updates_dtype(op, x_dtype, updates_dtype):
     """In-place ops: updates are converted to input_x's dtype when input_x's is the
-    higher one; a conversion that would need input_x (a Parameter) converted is refused."""
+    higher one; a conversion that would need input_x (a Parameter) converted, or that
+    MindSpore has none for, is refused (ScatterTypeError: a TypeError and a RuntimeError)."""
     x_name, u_name = dtype_name(x_dtype), dtype_name(updates_dtype)
     target = promote(x_name, u_name)
+    if target is None:
+        raise op_error(ScatterTypeError, op,
+                       f"the dtype of 'updates' must be convertible to the dtype of 'input_x' ({x_name}), but got "
+                       f"{u_name}: type implicit conversion between {_ms_name(x_name)} and {_ms_name(u_name)} is "
+                       f"not supported.")
     if target != x_name:
-        def ms_name(n):
-            return "UInt" + n[4:] if n.startswith("uint") else n.capitalize()
-        raise op_error(TypeError, op,
+        raise op_error(ScatterTypeError, op,
                        f"Data type conversion is not supported for a 'Parameter', nor for the input tensor of an "
                        f"in-place operator, the argument[input_x]'s data type of primitive[{op}] is "
-                       f"{ms_name(x_name)}, which cannot be converted to data type {ms_name(target)} automatically.")
+                       f"{_ms_name(x_name)}, which cannot be converted to data type {_ms_name(target)} automatically.")
     return x_name
 
 

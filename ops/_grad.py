@@ -32,12 +32,17 @@ mode that gather is removed when nothing differentiates the call; in PYNATIVE it
 only while a gradient is being recorded. The in-place primitives run their functional
 form in every mode (primitives.py), so they have the same gradients.
 """
+import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
+from mindspore.ops import constexpr
 from mindspore.graph.api import _pynative_executor
 from mindspore.ops import constexpr
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
+from mindspore.ops.operations import Maximum as _MsMaximum
+from mindspore.ops.operations import Minimum as _MsMinimum
+from mindspore.ops.operations import ZerosLike as _MsZerosLike
 
 
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
@@ -190,6 +195,18 @@ class GatherNd(_WhileRecording, _MsGatherNd):  # keeps the primitive name "Gathe
     """input_x at the index vectors, before the kernel writes."""
 
 
+class Minimum(_WhileRecording, _MsMinimum):  # keeps the primitive name "Minimum"
+    """Index vectors clipped to input_x's dimensions before the saved-slot gather."""
+
+
+class Maximum(_WhileRecording, _MsMaximum):  # keeps the primitive name "Maximum"
+    """Index vectors clipped to 0 before the saved-slot gather."""
+
+
+class ZerosLike(_WhileRecording, _MsZerosLike):  # keeps the primitive name "ZerosLike"
+    """The saved slots when input_x has an empty indexed dimension (nothing to gather)."""
+
+
 class ExpandDims(_WhileRecording, _MsExpandDims):  # keeps the primitive name "ExpandDims"
     """Scatter* indices as index vectors of depth 1. GatherNd, not Gather: MindSpore
     2.10's vmap rule of Gather fails for unbatched input_x."""
@@ -198,6 +215,9 @@ class ExpandDims(_WhileRecording, _MsExpandDims):  # keeps the primitive name "E
 _PLACEHOLDER = Tensor([0], mstype.int32)
 _save_slots = GatherNd()
 _as_vectors = ExpandDims()
+_at_most = Minimum()
+_at_least = Maximum()
+_zeros_while_recording = ZerosLike()
 
 
 class InPlaceCall(nn.Cell):
@@ -226,20 +246,66 @@ class InPlaceCall(nn.Cell):
 
     def bprop(self, x, indices, updates, saved, out, dout):
         xg = saved if self.uses_saved else None
+        if isinstance(dout, tuple):
+            # GRAPH mode, the result discarded while the Parameter is read later (or another
+            # in-place op follows): MindSpore hands this side-effect Cell its inputs and the
+            # result as one tuple `out` (x, indices, updates, saved, monad, result), and in
+            # `dout` the gradients those inputs have already received, then the result's
+            # (measured on 2.10). The rule applies to the result's; the others pass through,
+            # which gives what PYNATIVE and the built-ins give.
+            if isinstance(out, tuple):
+                out = out[-1]
+            dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout[-1])
+            return dx + dout[0], ops.zeros_like(indices), du + dout[2], ops.zeros_like(saved)
         dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout)
         return dx, ops.zeros_like(indices), du, ops.zeros_like(saved)
 
 
-def in_place_function(kernel, result, result_view, reduction, depth_one):
-    """The in-place functional form of one operator (returns the updated input_x)."""
+@constexpr(check=False)
+def _slot_bounds(x_shape, vectors_shape, index_dtype):
+    """(0, x.shape[:depth] - 1) per index component as tensors, or None when an indexed
+    dimension is empty (then no index vector is valid); () where the depth or those
+    dimensions are unknown at compile time (dynamic shapes: the graph computes them)."""
+    if not vectors_shape:
+        return None if vectors_shape == () else ()  # 0-d: refused by the kernel's inference
+    depth = vectors_shape[-1]
+    if x_shape is None or depth is None or any(d is None or d < 0 for d in x_shape[:depth]):
+        if x_shape is not None and any(d == 0 for d in x_shape):
+            return None  # an empty input_x: every saved slot is empty or invalid
+        return ()
+    dims = tuple(x_shape[:depth])
+    if any(d == 0 for d in dims):
+        return None
+    nptype = mstype.dtype_to_nptype(index_dtype)
+    return Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype))
+
+
+def _saved_slots(x, vectors, updates):
+    """input_x at the index vectors, clipped into input_x: the gather runs before the kernel
+    checks the indices and must not fail first (the kernel raises the documented error)."""
+    bounds = _slot_bounds(x.shape, vectors.shape, vectors.dtype)
+    if bounds is None:
+        return _zeros_while_recording(updates)
+    if not bounds:  # dynamic shapes (graphs only): x.shape[:depth] - 1 computed in the graph
+        upper = ops.cast(ops.TensorShape()(x), vectors.dtype)[:ops.TensorShape()(vectors)[-1]] - 1
+        return _save_slots(x, _at_least(_at_most(vectors, upper), ops.zeros_like(upper)))
+    return _save_slots(x, _at_least(_at_most(vectors, bounds[1]), bounds[0]))
+
+
+def in_place_function(kernel, result, result_view, reduction, depth_one, convert):
+    """The in-place functional form of one operator (returns the updated input_x);
+    `convert(op, input_x, updates)` is the implicit dtype conversion of updates."""
     call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
+    op = kernel.op_name
     if reduction not in NEEDS_INPUT:
         def function(input_x, indices, updates):
-            return call(input_x, indices, updates, _PLACEHOLDER)
+            return call(input_x, indices, convert(op, input_x, updates), _PLACEHOLDER)
     elif depth_one:
         def function(input_x, indices, updates):
-            return call(input_x, indices, updates, _save_slots(input_x, _as_vectors(indices, -1)))
+            updates = convert(op, input_x, updates)
+            return call(input_x, indices, updates, _saved_slots(input_x, _as_vectors(indices, -1), updates))
     else:
         def function(input_x, indices, updates):
-            return call(input_x, indices, updates, _save_slots(input_x, indices))
+            updates = convert(op, input_x, updates)
+            return call(input_x, indices, updates, _saved_slots(input_x, indices, updates))
     return function

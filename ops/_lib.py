@@ -96,6 +96,13 @@ def raise_kernel_error(path, before_count, original):
     raise _ERROR_TYPES.get(code, ScatterKernelError)(message) from None
 
 
+def raise_code(path, code):
+    """Raise the error a kernel of the library at `path` just returned `code` for, with its
+    message (the caller holds the process-wide lock of ms_scatter's PYNATIVE calls)."""
+    _, message, _ = _read_error(path)
+    raise _ERROR_TYPES.get(code, ScatterKernelError)(message)
+
+
 def caller_waits_setter(path):
     """The library's ``ms_scatter_set_caller_waits(int)`` (None where it has none, as the GPU
     library): PYNATIVE calls set it while the Python thread spin-waits for the kernel, so

@@ -37,16 +37,62 @@ from mindspore.ops import functional as F
 from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
-from . import _ascend, _grad, infer
-from ._lib import caller_waits_setter, error_count, raise_kernel_error
+from mindspore.ops import constexpr
+
+from . import _ascend, _eager, _grad, infer
+from ._lib import CPU_LIBRARY, caller_waits_setter, error_count, raise_kernel_error
 
 _PYNATIVE_LOCK = threading.RLock()
 
+# input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
+# implicit conversion would name the op "primitive[Custom]"; the in-place functions
+# convert updates themselves (_in_place_updates), with the op's name and error type.
 _IN_PLACE_SIGNATURE = (
-    sig.make_sig('x', sig.sig_rw.RW_WRITE, dtype=sig.sig_dtype.T),
-    sig.make_sig('indices', dtype=sig.sig_dtype.T1),
-    sig.make_sig('updates', dtype=sig.sig_dtype.T),
+    sig.make_sig('x', sig.sig_rw.RW_WRITE),
+    sig.make_sig('indices'),
+    sig.make_sig('updates'),
 )
+_ARG_NAMES = ("input_x", "indices", "updates")
+_TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
+
+
+def bind_arguments(op, args, kwargs):
+    """(input_x, indices, updates) from a call's positional and keyword arguments (the
+    built-ins take both), or a TypeError that names the op."""
+    if not kwargs and len(args) == 3:
+        return args
+    if len(args) > 3:
+        raise infer.op_error(TypeError, op, f"takes 3 inputs (input_x, indices, updates), but got {len(args)}.")
+    values = dict(zip(_ARG_NAMES, args))
+    for name, value in kwargs.items():
+        if name not in _ARG_NAMES:
+            raise infer.op_error(TypeError, op, f"got an unexpected keyword argument '{name}' (the inputs are "
+                                                f"input_x, indices, updates).")
+        if name in values:
+            raise infer.op_error(TypeError, op, f"got multiple values for argument '{name}'.")
+        values[name] = value
+    missing = [n for n in _ARG_NAMES if n not in values]
+    if missing:
+        raise infer.op_error(TypeError, op, f"missing input(s): {', '.join(missing)}.")
+    return tuple(values[n] for n in _ARG_NAMES)
+
+
+@constexpr
+def _updates_dtype(op, x_dtype, updates_dtype):
+    """The dtype the updates of an in-place call are converted to (input_x's), or a
+    ScatterTypeError (a TypeError and a RuntimeError); at compile time in a graph."""
+    return getattr(mstype, infer.in_place_updates_dtype(op, x_dtype, updates_dtype))
+
+
+def in_place_updates(op, input_x, updates):
+    """MindSpore's implicit conversion for an in-place op, by the op's own rule: updates
+    of a lower dtype take input_x's; one that would need input_x converted is refused."""
+    if not isinstance(input_x, Tensor) or not isinstance(updates, Tensor):
+        return updates  # not tensors: the kernel's inference raises, naming the argument
+    target = _updates_dtype(op, input_x.dtype, updates.dtype)
+    if target != updates.dtype:
+        return ops.cast(updates, target)
+    return updates
 
 
 class _ScatterKernel(ops.Custom):
@@ -75,16 +121,24 @@ class _ScatterKernel(ops.Custom):
             self.add_prim_attr("reg_op_name", op_name)
         self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
+        # PYNATIVE in-place calls on the CPU run the kernel directly (ops/_eager.py); a graph
+        # node never runs in PYNATIVE
+        self._direct = _eager.DirectCall(self._library, op_name, entry) if (
+            token and node is None and self._library == CPU_LIBRARY) else None
+        self._check_memo = {}
+        self._node = node
+        self._setup_args = (op_name, family, entry, token, side_effect, bprop)
         if node is None and func_type == "aot":
-            nodes = []
-            for kind in ("static", "dynamic"):
-                graph_node = type(self).__new__(type(self))
-                graph_node._setup(op_name, family, entry, token, side_effect, bprop, node=kind)
-                nodes.append(graph_node)
             # MindSpore's graph parser calls the instance attribute __call__ of an object marked
             # __ms_class__ (what mindspore.jit_class sets); Python's call uses the class's
             self.__ms_class__ = True
-            self.__call__ = _graph_call(*nodes)
+            self.__call__ = _graph_call(self._graph_node("static"), self._graph_node("dynamic"))
+
+    def _graph_node(self, kind):
+        """This kernel as a graph node of kind "static" or "dynamic" (see _graph_call)."""
+        graph_node = type(self).__new__(type(self))
+        graph_node._setup(*self._setup_args, node=kind)
+        return graph_node
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
         rule, kwargs = infer.family_shape_rule(self.family)
@@ -135,13 +189,28 @@ class _ScatterKernel(ops.Custom):
                                      f"'{name}' must be a Tensor, but got {type(value).__name__}.")
         if isinstance(input_x, Tensor) and isinstance(updates, Tensor) and input_x.dtype != updates.dtype:
             if getattr(self, '__mindspore_signature__', None) is _IN_PLACE_SIGNATURE:
-                updates = updates.astype(getattr(mstype, infer.in_place_updates_dtype(
-                    self.op_name, input_x.dtype, updates.dtype)))
+                updates = in_place_updates(self.op_name, input_x, updates)
             else:
                 infer.scatter_dtype(self.op_name, input_x.dtype, indices.dtype, updates.dtype)
         return input_x, indices, updates
 
-    def __call__(self, *args):
+    def _check_direct(self, input_x, indices, updates):
+        """The kernel's dtype names of a direct call, after the inference checks (memoised
+        per shapes and dtypes, successes only, like __infer__)."""
+        key = (input_x.shape, indices.shape, updates.shape, input_x.dtype, indices.dtype, updates.dtype)
+        names = self._check_memo.get(key)
+        if names is None:
+            infer.infer(self.op_name, self.family, input_x.shape, indices.shape, updates.shape,
+                        input_x.dtype, indices.dtype, updates.dtype)
+            names = (infer.dtype_name(input_x.dtype), infer.dtype_name(indices.dtype),
+                     infer.dtype_name(updates.dtype))
+            if len(self._check_memo) >= self._INFER_MEMO_SIZE:
+                self._check_memo.clear()
+            self._check_memo[key] = names
+        return names
+
+    def __call__(self, *args, **kwargs):
+        args = bind_arguments(self.op_name, args, kwargs)
         if self._hybrid is not None:
             return self._hybrid(*args)
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
@@ -151,6 +220,10 @@ class _ScatterKernel(ops.Custom):
         # library has one error channel per process.
         with _PYNATIVE_LOCK:
             args = self._convert(*args)
+            if (self._direct is not None and isinstance(args[1], Tensor) and isinstance(args[2], Tensor)
+                    and _ascend.device_target() == "CPU"):
+                self._direct(*args, self._check_direct(*args))
+                return _TOKEN
             before = error_count(self._library)
             waits = self._caller_waits
             if waits is not None:
@@ -208,6 +281,9 @@ class _InPlaceKernel(_ScatterKernel):
     def __init__(self, op_name, family, node=None):
         self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, node=node)
 
+    def __deepcopy__(self, memo):
+        return type(self)(self.op_name, self.family, node=self._node)
+
 
 class _InPlaceScatter(_ScatterKernel):
     """Base of Scatter* and ScatterNd*: in place on a Parameter, returns the updated input_x."""
@@ -229,11 +305,15 @@ class _InPlaceScatter(_ScatterKernel):
             self.__ms_class__ = True
             self.__call__ = type(self)._function
 
-    def __call__(self, input_x, indices, updates):
+    def __call__(self, *args, **kwargs):
+        args = bind_arguments(self._op, args, kwargs)
         if self._hybrid is not None:
-            return self._hybrid(input_x, indices, updates)
+            return self._hybrid(*args)
         # PYNATIVE: the O(updates) path; the result is the updated Parameter itself.
-        return type(self)._function(input_x, indices, updates)
+        return type(self)._function(*args)
+
+    def __deepcopy__(self, memo):
+        return type(self)(use_locking=self.use_locking)
 
 
 class _TensorScatter(_ScatterKernel):
@@ -242,6 +322,9 @@ class _TensorScatter(_ScatterKernel):
 
     def __init__(self):
         self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
+
+    def __deepcopy__(self, memo):
+        return type(self)() if self._node is None else self._graph_node(self._node)
 
 
 _FORMULA = {
@@ -277,7 +360,8 @@ def _make(family, reduction):
         cls = type(op, (_InPlaceScatter,), attrs)
         kernel = _InPlaceKernel(op, family)
         hybrid = _ascend.HybridOp(op, family, kernel._convert)
-        aot_function = _grad.in_place_function(kernel, _result, _result_view, reduction, family == "Scatter")
+        aot_function = _grad.in_place_function(kernel, _result, _result_view, reduction, family == "Scatter",
+                                                 in_place_updates)
 
         def function(input_x, indices, updates):
             if _ascend.hybrid_selected():

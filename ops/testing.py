@@ -4,8 +4,8 @@ process's resident memory (rss_mb).
 They are used by tests/, st/ and the benchmark. The oracle applies the index vectors one
 at a time, in index order, with the project's policies:
 
-* float16 accumulates in float32: each destination slice starts from input_x, takes all
-  of its updates in index order in float32, and is rounded to float16 once;
+* float16 and bfloat16 accumulate in float32: each destination slice starts from input_x,
+  takes all of its updates in index order in float32, and is rounded once;
 * Max/Min propagate a NaN from either side (numpy.maximum/minimum's rule);
 * integer Add/Sub/Mul wrap as the dtype does; integer Div truncates toward zero,
   MIN / -1 wraps to MIN, and a zero in updates is an error before anything is written;
@@ -24,6 +24,26 @@ class OracleIndexError(IndexError):
 
 class OracleZeroDivisionError(ZeroDivisionError):
     pass
+
+
+def np_dtype(dtype):
+    """np.dtype of a name or dtype; 'bfloat16' is MindSpore's numpy bfloat16."""
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        from mindspore.common.np_dtype import bfloat16  # pylint: disable=import-outside-toplevel
+        return np.dtype(bfloat16)
+    return np.dtype(dtype)
+
+
+def is_float(dtype):
+    """numpy float dtypes and MindSpore's numpy bfloat16 (kind 'V')."""
+    dtype = np_dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def acc_dtype(dtype):
+    """The accumulator of a value dtype: float32 for the 16-bit floats."""
+    dtype = np.dtype(dtype)
+    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
 
 
 def split_op(op):
@@ -83,11 +103,11 @@ def oracle(op, x, indices, updates):
                 raise OracleIndexError(f"index {int(v)} at vector {k} out of range [0, {x.shape[d]})")
     if reduction == "Div" and np.issubdtype(x.dtype, np.integer) and np.any(upd == 0):
         raise OracleZeroDivisionError("integer division by zero")
-    acc_dtype = np.float32 if x.dtype == np.float16 else x.dtype
-    work = x.astype(acc_dtype, copy=True)
+    acc = acc_dtype(x.dtype)
+    work = x.astype(acc, copy=True)
     for k, vec in enumerate(vectors):
         dest = tuple(int(v) for v in vec)
-        work[dest] = reduce_step(reduction, work[dest], upd[k].astype(acc_dtype))
+        work[dest] = reduce_step(reduction, work[dest], upd[k].astype(acc))
     return work.astype(x.dtype)
 
 
@@ -95,7 +115,7 @@ def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, 
     """A seeded random (x, indices, updates) for `op`; `n_index` index vectors arranged in
     a 2-d batch shape when possible; values avoid zero for integer Div."""
     family, reduction = split_op(op)
-    dtype = np.dtype(dtype)
+    dtype = np_dtype(dtype)
     if family == "Scatter":
         depth = 1
     elif depth is None:
@@ -118,7 +138,7 @@ def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, 
 
 
 def _values(rng, shape, dtype, reduction):
-    if dtype.kind == "f":
+    if is_float(dtype):
         v = rng.standard_normal(shape) * 4
         if reduction in ("Mul", "Div"):
             v = np.where(np.abs(v) < 0.25, 1.5, v)

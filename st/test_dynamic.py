@@ -18,6 +18,8 @@
   Cells work. (MindSpore does not run again a compiled graph whose step failed, for
   its built-ins too: a fresh Cell is the way on.)
 """
+import re
+
 import mindspore as ms
 import numpy as np
 import pytest
@@ -363,6 +365,25 @@ def test_out_of_range_index(mode, op, kind, unknown, monkeypatch):
     again = _dynamic_cell(op, call_fn, param, unknown)([0, 4], ones, x)
     assert_same(again.asnumpy(), oracle(op, before, _indices(op, [0, 4]), ones), "a fresh Cell after the failure")
     _eager_still_works(op, prim, fn)
+
+
+@GRAPH
+def test_out_of_range_index_under_a_gradient(mode, monkeypatch):
+    """Unknown index rank (so an unknown index depth) under a gradient: the saved-slot gather
+    is clipped with bounds computed in the graph, so one of our kernels reports the index
+    (MindSpore may run the gradient's TensorScatterMul first, as with static shapes), never
+    MindSpore's GatherNd; nothing written."""
+    monkeypatch.setenv("MS_SCATTER_QUIET", "1")
+    w = np.ones((5, 3))
+    net = _InPlaceLoss(ms_scatter.ScatterNdMul(), X.astype(np.float64), w)
+    grad = _InPlaceGrad(net)
+    grad.set_inputs(_spec(None, "int32"), _spec(None, "float64"))
+    before = net.p.asnumpy().copy()
+    with pytest.raises(RuntimeError, match=r"\)'s function\((ScatterNdMul_token|TensorScatterMul)\) is 2\."):
+        grad(Tensor(np.array([[1], [7]], np.int32)), Tensor(np.ones((2, 3))))
+    assert_unchanged(net.p, before, "the Parameter")
+    assert re.match(r"For '(ScatterNdMul|TensorScatterMul)', each value of 'indices' must be in \[0, 5\) .* but got 7 ",
+                    ms_scatter.last_error()[1])
 
 
 @GRAPH

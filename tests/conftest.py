@@ -31,8 +31,8 @@ def _assert_bits_equal(got, expected, what=""):
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
-    if got.dtype.kind == "f":
-        nan_got, nan_exp = np.isnan(got), np.isnan(expected)
+    if got.dtype.kind == "f" or got.dtype.name == "bfloat16":
+        nan_got, nan_exp = np.isnan(got.astype(np.float32)), np.isnan(expected.astype(np.float32))
         assert np.array_equal(nan_got, nan_exp), f"{what}: NaN positions differ\n got {got}\n expected {expected}"
         uint = np.dtype(f"u{got.dtype.itemsize}")
         same = got.view(uint) == expected.view(uint)

@@ -17,7 +17,7 @@ import pytest
 
 import ms_scatter
 from ms_scatter import infer
-from ms_scatter.testing import call_kernel, kernel_library, oracle, random_case, split_op
+from ms_scatter.testing import call_kernel, kernel_library, np_dtype, oracle, random_case, split_op
 
 ALL_OPS = tuple(f + r for f in infer.FAMILIES for r in infer.REDUCTIONS)
 INT_DTYPES = tuple(d for d in infer.VALUE_DTYPES if d.startswith(("int", "uint")))
@@ -94,7 +94,7 @@ def test_matches_oracle(op, output, x_shape, depth, dtype, index_dtype, rng_for,
             case = f"{op}-{output}-{x_shape}-{depth}-{dtype}-{index_dtype}-{duplicates}-{n_index}"
             rng = rng_for(case)
             x, indices, updates = random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates, depth)
-            assert indices.dtype == np.dtype(index_dtype) and x.dtype == np.dtype(dtype)
+            assert indices.dtype == np.dtype(index_dtype) and x.dtype == np_dtype(dtype)
             vectors = indices.reshape(-1, depth if family != "Scatter" else 1)
             n_distinct = len({tuple(v) for v in vectors.tolist()})
             if duplicates and n_index == 30:
@@ -589,7 +589,8 @@ def test_kernel_rejects_bad_arguments(op, output, call_raw):
         (x.astype(np.bool_), good_idx, np.ones((2,) + x.shape[1 if family == "Scatter" else 2:], np.bool_)),
     ]
     if family == "Scatter":
-        bad_calls.append((np.array(1.0, np.float32), np.array([0], np.int32), np.ones((1,), np.float32)))
+        # a 0-d input_x is one element along its first axis: updates must have indices' shape
+        bad_calls.append((np.array(1.0, np.float32), np.array([0], np.int32), np.ones((2,), np.float32)))
     else:
         bad_calls.append((x, np.array([[0, 1, 2]], np.int32), np.ones((1,), np.float32)))  # depth > rank
     for x_in, idx, upd in bad_calls:

@@ -35,7 +35,7 @@ from hypothesis.extra import numpy as hnp
 
 import ms_scatter
 from ms_scatter import infer
-from ms_scatter.testing import (KernelCall, OracleIndexError, OracleZeroDivisionError, call_kernel,
+from ms_scatter.testing import (KernelCall, is_float, np_dtype, OracleIndexError, OracleZeroDivisionError, call_kernel,
                                 kernel_library, oracle, rss_mb, split_op)
 
 
@@ -75,6 +75,8 @@ def assert_same(got, expected, what=""):
     got, expected = np.asarray(got), np.asarray(expected)
     assert got.dtype == expected.dtype, f"{what}: dtype {got.dtype} != {expected.dtype}"
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
+    if got.dtype.name == "bfloat16":  # exact in float32
+        got, expected = got.astype(np.float32), expected.astype(np.float32)
     if got.dtype.kind == "f":
         equal = np.array_equal(got, expected, equal_nan=True)
         real = ~np.isnan(expected)
@@ -117,8 +119,15 @@ def check_against_oracle(op, output, x, indices, updates):
 
 # ------------------------------------------------------------------ strategies
 
+# bfloat16 (no numpy finfo): max, -max, tiny, +-smallest subnormal, eps as bit patterns
+BF16_SPECIAL_BITS = (0x7f7f, 0xff7f, 0x0080, 0x0001, 0x8001, 0x3c00)
+
+
 def special_values(dtype):
-    dtype = np.dtype(dtype)
+    dtype = np_dtype(dtype)
+    if dtype.name == "bfloat16":
+        bits = np.array(BF16_SPECIAL_BITS, np.uint16).view(dtype).astype(np.float32).tolist()
+        return [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0] + bits
     if dtype.kind == "f":
         fi = np.finfo(dtype)
         return [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -1.0, fi.max, fi.min, fi.tiny,
@@ -136,7 +145,10 @@ def value_arrays(dtype, shape, tiny=False):
     0.0 against -0.0 and NaN against numbers meet at one destination) and any value; with
     `tiny`, only a handful of values (NaN, +-inf, +-0.0, +-1; or MIN, MAX, -1, 0, 1), so
     that they collide on every destination."""
-    dtype = np.dtype(dtype)
+    dtype = np_dtype(dtype)
+    if dtype.name == "bfloat16":  # drawn as float32 values that bfloat16 holds exactly
+        bf16 = dtype
+        return value_arrays(np.float32, shape, tiny).map(lambda a: a.astype(bf16))
     if tiny:
         pool = [getattr(np.iinfo(dtype), v) if isinstance(v, str) else v for v in TINY_POOLS[dtype.kind]]
         return hnp.arrays(dtype, shape, elements=st.sampled_from(pool), fill=st.nothing())
@@ -187,7 +199,7 @@ def scatter_cases(draw, op, dtype=None, max_dim=4, max_batch_rank=2, tiny=False)
     indices = indices.astype(index_dtype)
     x = draw(value_arrays(dtype, x_shape, tiny))
     updates = draw(value_arrays(dtype, batch + x_shape[depth:], tiny))
-    if reduction == "Div" and np.dtype(dtype).kind != "f" and draw(st.booleans()):
+    if reduction == "Div" and not is_float(dtype) and draw(st.booleans()):
         updates[updates == 0] = 1  # else most integer Div cases are the division-by-zero error
     return output, x, indices, updates
 
@@ -316,7 +328,7 @@ def test_wrong_updates_shape_straight_to_the_kernel(op):
     run()
 
 
-BAD_VALUE_DTYPES = [b"bool", b"bfloat16", b"complex64", b"complex128", b"uint16", b"uint32", b"uint64",
+BAD_VALUE_DTYPES = [b"bool", b"complex64", b"complex128", b"float8_e4m3fn", b"int4", b"BFloat16",
                     b"float", b"double", b"half", b"Float32", b"float32 ", b" int8", b"", b"x" * 300]
 BAD_INDEX_DTYPES = [b"int8", b"int16", b"uint8", b"uint32", b"uint64", b"float32", b"float64", b"bool",
                     b"Int32", b"int", b""]
@@ -363,7 +375,7 @@ def test_integer_division_by_zero_before_any_write(op):
     @settings(FUZZ, max_examples=max(20, 2 * EXAMPLES))
     @given(data=st.data())
     def run(data):
-        dtype = data.draw(st.sampled_from([d for d in VALUE_DTYPES if np.dtype(d).kind in "iu"]))
+        dtype = data.draw(st.sampled_from([d for d in VALUE_DTYPES if np_dtype(d).kind in "iu"]))
         output, x, indices, updates = data.draw(scatter_cases(op, dtype).filter(lambda c: c[3].size > 0))
         family = split_op(op)[0]
         depth = 1 if family == "Scatter" else indices.shape[-1]
@@ -441,7 +453,7 @@ def big_case(op, dtype, index_dtype, order, rng):
     on 8 hot rows (duplicates), the first and last rows always touched; values with 1%
     NaN / inf / -0.0 / extremes."""
     family, reduction = split_op(op)
-    dtype = np.dtype(dtype)
+    dtype = np_dtype(dtype)
     n = 256
     slice_ = max(1, PARALLEL_MIN_WORK // n)
     rows = max(16, -(-2 * PARALLEL_MIN_SPAN // (slice_ * dtype.itemsize)))
@@ -459,7 +471,7 @@ def big_case(op, dtype, index_dtype, order, rng):
         indices = np.stack(np.unravel_index(flat, x_shape[:2]), axis=-1).astype(index_dtype)
 
     def values(shape):
-        if dtype.kind == "f":
+        if is_float(dtype):
             v = rng.standard_normal(shape, dtype=np.float32) * 4
             if reduction in ("Mul", "Div"):
                 v[np.abs(v) < 0.25] = 1.5
@@ -471,7 +483,7 @@ def big_case(op, dtype, index_dtype, order, rng):
         flat_v = v.reshape(-1)
         where = rng.integers(0, flat_v.size, flat_v.size // 100)
         flat_v[where] = specials[rng.integers(0, len(specials), where.size)]
-        if reduction == "Div" and dtype.kind != "f":
+        if reduction == "Div" and not is_float(dtype):
             v[v == 0] = 1
         return v
 

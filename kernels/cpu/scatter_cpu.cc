@@ -495,6 +495,15 @@ int run(const Plan &p, OutputMode om, void **params) {
   T *x = static_cast<T *>(params[0]);
   const I *idx = static_cast<const I *>(params[1]);
   const T *upd = static_cast<const T *>(params[2]);
+  const size_t x_bytes = static_cast<size_t>(p.x_numel) * sizeof(T);
+  const size_t upd_bytes = static_cast<size_t>(p.n * p.slice) * sizeof(T);
+  if (om != OutputMode::kTensor && overlaps(x, x_bytes, upd, upd_bytes)) {
+    // updates that share input_x's memory are read as they were when the call started
+    thread_local Scratch<T> alias_buf;
+    T *copy = alias_buf.get(static_cast<size_t>(p.n * p.slice));
+    std::memcpy(copy, upd, upd_bytes);
+    upd = copy;
+  }
   int64_t *off = offset_buffer(p.n);
   OffsetStats st;
   int rc = index_offsets<I>(p, idx, off, &st);
@@ -503,7 +512,6 @@ int run(const Plan &p, OutputMode om, void **params) {
     rc = check_nonzero<T>(p, upd);
     if (rc != kOk) return rc;
   }
-  const size_t x_bytes = static_cast<size_t>(p.x_numel) * sizeof(T);
   T *dst = x;
   if (om == OutputMode::kTensor) {
     dst = static_cast<T *>(params[3]);

@@ -87,8 +87,8 @@ struct Status {
 
 struct IndexShape {  // passed by value to index_kernel
   int64_t depth;
-  int64_t dims[16];    // x.shape[:depth]
-  int64_t weight[16];  // destination slice number = sum(index[d] * weight[d])
+  int64_t dims[kMaxRank];    // x.shape[:depth]
+  int64_t weight[kMaxRank];  // destination slice number = sum(index[d] * weight[d])
 };
 
 // ----------------------------------------------------------------------- the kernels
@@ -347,9 +347,18 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
     const size_t key_bytes = wide ? 8 : 4;
     MSS_CUDA("sizing the sort", wide ? cub_temp_bytes<uint64_t>(n, end_bit, &g.cub_bytes) : cub_temp_bytes<uint32_t>(n, end_bit, &g.cub_bytes));
     const size_t nk = align_up(static_cast<size_t>(n) * key_bytes), ni = align_up(static_cast<size_t>(n) * sizeof(int));
-    const size_t total = align_up(sizeof(Status)) + 3 * nk + 4 * ni + align_up(g.cub_bytes);
+    // updates that share input_x's memory are read as they were when the call started
+    const size_t upd_bytes = static_cast<size_t>(p.n * p.slice) * sizeof(T);
+    const bool alias = om != OutputMode::kTensor && overlaps(x, x_bytes, upd, upd_bytes);
+    const size_t total = align_up(sizeof(Status)) + 3 * nk + 4 * ni + align_up(g.cub_bytes) +
+                         (alias ? align_up(upd_bytes) : 0);
     MSS_CUDA("allocating temporary memory", ws.allocate(total));
     char *base = ws.get();
+    if (alias) {
+      T *copy = reinterpret_cast<T *>(base + total - align_up(upd_bytes));
+      MSS_CUDA("copying aliased updates", cudaMemcpyAsync(copy, upd, upd_bytes, cudaMemcpyDeviceToDevice, stream));
+      upd = copy;
+    }
     g.status = reinterpret_cast<Status *>(base);
     base += align_up(sizeof(Status));
     g.keys_in = base;

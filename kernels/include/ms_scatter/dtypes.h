@@ -9,15 +9,19 @@
 #include "ms_scatter/half.h"
 
 // X(MindSpore dtype name, C++ storage type)
-#define MS_SCATTER_VALUE_DTYPES(X) \
-  X(float16, ::ms_scatter::half_t) \
-  X(float32, float)                \
-  X(float64, double)               \
-  X(int8, int8_t)                  \
-  X(int16, int16_t)                \
-  X(int32, int32_t)                \
-  X(int64, int64_t)                \
-  X(uint8, uint8_t)
+#define MS_SCATTER_VALUE_DTYPES(X)  \
+  X(float16, ::ms_scatter::half_t)  \
+  X(float32, float)                 \
+  X(float64, double)                \
+  X(bfloat16, ::ms_scatter::bf16_t) \
+  X(int8, int8_t)                   \
+  X(int16, int16_t)                 \
+  X(int32, int32_t)                 \
+  X(int64, int64_t)                 \
+  X(uint8, uint8_t)                 \
+  X(uint16, uint16_t)               \
+  X(uint32, uint32_t)               \
+  X(uint64, uint64_t)
 
 #define MS_SCATTER_INDEX_DTYPES(X) \
   X(int32, int32_t)                \

@@ -1,5 +1,5 @@
-// ms-scatter: IEEE binary16 storage type with float conversion (round to nearest even),
-// usable on the host and in CUDA device code.
+// ms-scatter: the 16-bit float storage types (IEEE binary16 and bfloat16) with float
+// conversion (round to nearest even), usable on the host and in CUDA device code.
 #ifndef MS_SCATTER_HALF_H_
 #define MS_SCATTER_HALF_H_
 
@@ -88,6 +88,32 @@ MSS_HALF_HD half_t float_to_half(float v) {
   if (rem > 0x1000u || (rem == 0x1000u && (res & 1u))) ++res;
   h.bits = sign | static_cast<uint16_t>(res);
 #endif
+  return h;
+}
+
+// bfloat16: the upper half of an IEEE binary32 (MindSpore's bfloat16), converted through
+// float with round to nearest even; a NaN stays a (quiet) NaN of the same sign.
+struct bf16_t {
+  uint16_t bits;
+};
+
+MSS_HALF_HD float bf16_to_float(bf16_t h) {
+  const uint32_t f = static_cast<uint32_t>(h.bits) << 16;
+  float out;
+  std::memcpy(&out, &f, sizeof out);
+  return out;
+}
+
+MSS_HALF_HD bf16_t float_to_bf16(float v) {
+  uint32_t f;
+  std::memcpy(&f, &v, sizeof f);
+  bf16_t h;
+  if ((f & 0x7fffffffu) > 0x7f800000u) {
+    h.bits = static_cast<uint16_t>((f >> 16) | 0x0040u);
+    return h;
+  }
+  f += 0x7fffu + ((f >> 16) & 1u);
+  h.bits = static_cast<uint16_t>(f >> 16);
   return h;
 }
 

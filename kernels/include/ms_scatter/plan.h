@@ -33,6 +33,9 @@ enum class IndexMode { kFirstAxis, kNd };
 // the result to the output (copy + scatter).
 enum class OutputMode { kToken, kReturn, kTensor };
 
+// The highest rank any argument may have (infer.MAX_RANK says the same on the Python side).
+constexpr int kMaxRank = 64;
+
 inline int64_t numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) n *= shape[i];
@@ -42,7 +45,7 @@ inline int64_t numel(int ndim, const int64_t *shape) {
 // Shapes from a direct call are not trusted: every dimension >= 0 and the element count
 // representable (so numel() cannot overflow).
 inline bool valid_shape(int ndim, const int64_t *shape) {
-  if (ndim < 0 || ndim > 64 || (ndim > 0 && shape == nullptr)) return false;
+  if (ndim < 0 || ndim > kMaxRank || (ndim > 0 && shape == nullptr)) return false;
   int64_t n = 1;
   for (int i = 0; i < ndim; ++i) {
     if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return false;
@@ -84,7 +87,7 @@ struct Plan {
   int64_t n = 0;      // number of index vectors
   int64_t depth = 0;  // components per index vector
   int64_t slice = 1;  // elements per update slice
-  int64_t strides[16] = {0};  // element stride of each indexed dimension
+  int64_t strides[kMaxRank] = {0};  // element stride of each indexed dimension
 };
 
 // printf into a std::string (the messages of the shape rule, which reports rather than sets).
@@ -99,23 +102,24 @@ inline std::string format_message(const char *fmt, ...) {
 }
 
 // The shape rule of every family, on known shapes (infer/ has the same rule in Python,
-// where unknown dimensions are skipped): kFirstAxis indexes the first axis of an input_x
-// of rank >= 1 (depth 1, every index dimension enumerates index vectors); kNd takes the
+// where unknown dimensions are skipped): kFirstAxis indexes the first axis of input_x (a
+// 0-d input_x is one element; depth 1, every index dimension enumerates index vectors); kNd takes the
 // last axis of indices (rank >= min_indices_rank) as the depth, <= the rank of input_x;
 // updates.shape == indices.shape[:lead] + x.shape[depth:]. Returns kOk, or kBadArguments
 // with the message in *msg. Used by the kernels (make_plan) and by the shape inference of
 // dynamic-shape graphs (entries.h).
 inline int check_shapes(const char *op, IndexMode mode, int min_indices_rank, const int *ndims,
                         const int64_t *const *shapes, std::string *msg) {
-  const int x_ndim = ndims[0], idx_ndim = ndims[1], upd_ndim = ndims[2];
+  static const int64_t kOneElement[1] = {1};
+  int x_ndim = ndims[0];
+  const int idx_ndim = ndims[1], upd_ndim = ndims[2];
   const int64_t *x = shapes[0], *idx = shapes[1], *upd = shapes[2];
   int64_t depth = 1;
   int lead = idx_ndim;  // index dims that enumerate index vectors
   if (mode == IndexMode::kFirstAxis) {
-    if (x_ndim < 1) {
-      *msg = format_message("For '%s', 'input_x' must have rank >= 1, but got shape %s.", op,
-                            shape_str(x_ndim, x).c_str());
-      return kBadArguments;
+    if (x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis
+      x_ndim = 1;
+      x = kOneElement;
     }
   } else {
     min_indices_rank = std::max(min_indices_rank, 1);
@@ -138,7 +142,7 @@ inline int check_shapes(const char *op, IndexMode mode, int min_indices_rank, co
   for (int i = static_cast<int>(depth); ok && i < x_ndim; ++i) ok = upd[lead + i - depth] == x[i];
   if (!ok) {
     *msg = format_message("For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
-                          op, shape_str(idx_ndim, idx).c_str(), shape_str(x_ndim, x).c_str(),
+                          op, shape_str(idx_ndim, idx).c_str(), shape_str(ndims[0], shapes[0]).c_str(),
                           shape_str(upd_ndim, upd).c_str());
     return kBadArguments;
   }
@@ -178,11 +182,16 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   if (mode == IndexMode::kFirstAxis) {
     p->depth = 1;
     p->n = numel(p->idx_ndim, p->idx_shape);
+    if (p->x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis, as MindSpore's
+      static const int64_t kOneElement[1] = {1};
+      p->x_ndim = 1;
+      p->x_shape = kOneElement;
+    }
   } else {
     p->depth = p->idx_shape[p->idx_ndim - 1];
     p->n = numel(p->idx_ndim - 1, p->idx_shape);
   }
-  if (p->depth > 16) {
+  if (p->depth > kMaxRank) {  // the rule (check_shapes) has checked depth <= rank of input_x
     set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
               op, p->x_ndim, static_cast<long long>(p->depth));
     return kBadArguments;
@@ -194,6 +203,13 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
     stride *= p->x_shape[d];
   }
   return kOk;
+}
+
+// Do two byte ranges share memory? (updates that alias input_x: an in-place call reads them
+// as they were when it started, from a copy.)
+inline bool overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
 // What index_offsets learns about the offsets on its way (the engine's thread and path
@@ -291,8 +307,8 @@ int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *con
   const char *op = p.op;
   const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
                         std::strcmp(dtypes[3], "int32") == 0;
-  const bool full_ok = om != OutputMode::kToken && ndims[3] == p.x_ndim &&
-                       std::equal(shapes[3], shapes[3] + ndims[3], p.x_shape) &&
+  const bool full_ok = om != OutputMode::kToken && ndims[3] == ndims[0] &&
+                       std::equal(shapes[3], shapes[3] + ndims[3], shapes[0]) &&
                        std::strcmp(dtypes[3], dtypes[0]) == 0;
   if (!token_ok && !full_ok) {
     set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,

@@ -20,14 +20,18 @@
 
 namespace ms_scatter {
 
-// Accumulator type: half precision accumulates in float, everything else in itself.
+// Accumulator type: the 16-bit floats (float16, bfloat16) accumulate in float, everything
+// else in itself.
 template <typename T> struct AccOf { using type = T; };
 template <> struct AccOf<half_t> { using type = float; };
+template <> struct AccOf<bf16_t> { using type = float; };
 
 template <typename T> MSS_HD typename AccOf<T>::type to_acc(T v) { return v; }
 template <> MSS_HD float to_acc<half_t>(half_t v) { return half_to_float(v); }
+template <> MSS_HD float to_acc<bf16_t>(bf16_t v) { return bf16_to_float(v); }
 template <typename T> MSS_HD T from_acc(typename AccOf<T>::type v) { return v; }
 template <> MSS_HD half_t from_acc<half_t>(float v) { return float_to_half(v); }
+template <> MSS_HD bf16_t from_acc<bf16_t>(float v) { return float_to_bf16(v); }
 
 // Integer arithmetic wraps as the dtype does (two's complement, like numpy): do it in
 // the unsigned type so that no signed overflow (undefined behaviour) ever happens.
@@ -45,9 +49,11 @@ template <typename A> struct Arith<A, true> {
   MSS_HD static A add(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); }
   MSS_HD static A sub(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); }
   MSS_HD static A mul(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); }
-  // Truncates toward zero; b == 0 is rejected before any write. MIN / -1 wraps to MIN.
+  // Truncates toward zero. MIN / -1 wraps to MIN. b == 0 is rejected before any write; the
+  // guard (a stays) only makes sure that no input can ever trap the process (SIGFPE).
   MSS_HD static A div(A a, A b) {
     if (std::is_signed<A>::value && b == static_cast<A>(-1)) return sub(A(0), a);
+    if (b == A(0)) return a;
     return static_cast<A>(a / b);
   }
 };
