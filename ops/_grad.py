@@ -31,6 +31,7 @@ from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 from mindspore.graph.api import _pynative_executor
+from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 from mindspore.ops.operations import Maximum as _MsMaximum
@@ -125,6 +126,13 @@ def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
     updates) or None for the rules that do not use it."""
     if not _is_float(dout):
         return ops.zeros_like(dout), ops.zeros_like(updates)
+    if dout.dtype == mstype.bfloat16:
+        # MindSpore 2.10's CPU kernels of reshape, gather, select, ... have no bfloat16:
+        # the rule runs in float32 (exact for bfloat16 values) and its results are rounded
+        dx, du = grads(reduction, depth_one, x, indices, ops.cast(updates, mstype.float32),
+                       None if xg is None else ops.cast(xg, mstype.float32), ops.cast(out, mstype.float32),
+                       ops.cast(dout, mstype.float32))
+        return ops.cast(dx, mstype.bfloat16), ops.cast(du, updates.dtype)
     idx, flat_shape = _flatten(x, indices, depth_one)
     upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
     if xg is not None:
@@ -138,7 +146,7 @@ def out_of_place_bprop(reduction, depth_one):
     def bprop(x, indices, updates, out, dout):
         xg = None
         if reduction in NEEDS_INPUT:
-            xg = ops.gather_nd(x, indices)
+            xg = ops.gather_nd(ops.cast(x, mstype.float32) if x.dtype == mstype.bfloat16 else x, indices)
         dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
         return dx, ops.zeros_like(indices), du
     return bprop
@@ -167,6 +175,10 @@ class Maximum(_WhileRecording, _MsMaximum):  # keeps the primitive name "Maximum
     """Index vectors clipped to 0 before the saved-slot gather."""
 
 
+class Cast(_WhileRecording, _MsCast):  # keeps the primitive name "Cast"
+    """bfloat16 input_x to float32 for the saved-slot gather."""
+
+
 class ZerosLike(_WhileRecording, _MsZerosLike):  # keeps the primitive name "ZerosLike"
     """The saved slots when input_x has an empty indexed dimension (nothing to gather)."""
 
@@ -182,6 +194,7 @@ _as_vectors = ExpandDims()
 _at_most = Minimum()
 _at_least = Maximum()
 _zeros_while_recording = ZerosLike()
+_to_float32 = Cast()
 
 
 class InPlaceCall(nn.Cell):
@@ -203,7 +216,16 @@ class InPlaceCall(nn.Cell):
         # PYNATIVE: pay it only while a gradient is being recorded.
         if not _pynative_executor.requires_grad():
             return self.fast_result(x, self.kernel(x, indices, updates))
-        return super().__call__(x, indices, updates, saved)
+        try:
+            return super().__call__(x, indices, updates, saved)
+        except Exception:
+            # The error ends the gradient being recorded. MindSpore 2.10 leaves its grad flag
+            # set after an exception inside a recorded function, and every later graph that
+            # holds a custom-bprop Cell (ours) then fails to compile ("The pointer
+            # [func_graph->get_return()] is null"): reset MindSpore's PYNATIVE resources (its
+            # clear_res), so that the process is not poisoned.
+            _pynative_executor.clear_res()
+            raise
 
     def construct(self, x, indices, updates, saved):
         return self.result(x, self.kernel(x, indices, updates))
@@ -229,10 +251,10 @@ class InPlaceCall(nn.Cell):
 def _slot_bounds(x_shape, depth, index_dtype):
     """(0, x.shape[:depth] - 1) per index component as tensors, or None when an indexed
     dimension is empty (then no index vector is valid)."""
-    dims = tuple(x_shape[:depth])
+    dims = tuple(x_shape[:depth]) if len(x_shape) else (1,)  # a 0-d input_x: one element on axis 0
     if any(d == 0 for d in dims):
         return None
-    nptype = mstype.dtype_to_nptype(index_dtype)
+    nptype = np.int64 if index_dtype == mstype.int64 else np.int32
     return Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype))
 
 
@@ -242,6 +264,10 @@ def _saved_slots(x, vectors, updates):
     bounds = _slot_bounds(x.shape, vectors.shape[-1], vectors.dtype)
     if bounds is None:
         return _zeros_while_recording(updates)
+    if x.dtype == mstype.bfloat16:  # no bfloat16 GatherNd on the CPU: gathered in float32
+        x = _to_float32(x, mstype.float32)
+    if not x.shape:
+        x = _as_vectors(x, 0)
     return _save_slots(x, _at_least(_at_most(vectors, bounds[1]), bounds[0]))
 
 

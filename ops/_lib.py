@@ -15,6 +15,7 @@ GPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_gpu.so")
 
 # Error codes returned by the kernels (kernels/include/ms_scatter/plan.h).
 BAD_ARGUMENTS, INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO = 1, 2, 3
+MAX_THREADS = 1024  # what set_num_threads accepts (the C side takes an int)
 
 
 class ScatterIndexError(IndexError, RuntimeError):
@@ -119,7 +120,11 @@ def set_num_threads(n, target="CPU"):
     float16 path, which uses every core on large calls), n >= 1 = at most n. Also
     MS_SCATTER_NUM_THREADS. Results never depend on it: each destination row is owned by
     one thread and takes its updates in index order."""
-    _handle(library_path(target)).ms_scatter_set_num_threads(int(n))
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"For 'set_num_threads', 'n' must be an int, but got {type(n).__name__}.")
+    if not 0 <= n <= MAX_THREADS:
+        raise ValueError(f"For 'set_num_threads', 'n' must be in [0, {MAX_THREADS}] (0: automatic), but got {n}.")
+    _handle(library_path(target)).ms_scatter_set_num_threads(n)
 
 
 def get_num_threads(target="CPU"):

@@ -272,9 +272,25 @@ class _InPlaceScatter(_ScatterKernel):
 class _TensorScatter(_ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
     _op = _family = _reduction = None
+    _function = None  # the functional form, set when the class is made
 
     def __init__(self):
+        self._init_kernel()
+        if self._hybrid is None and type(self)._function is not None:
+            # A user's instance runs the functional form in a graph too (as the in-place
+            # primitives do): keyword arguments are then bound as Python binds them.
+            self.__ms_class__ = True
+            self.__call__ = type(self)._function
+
+    def _init_kernel(self):
         self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
+
+    @classmethod
+    def _bare(cls):
+        """The kernel the functional form launches (no graph-mode __call__ of its own)."""
+        kernel = cls.__new__(cls)
+        kernel._init_kernel()  # pylint: disable=protected-access
+        return kernel
 
     def __deepcopy__(self, memo):
         return type(self)()
@@ -302,13 +318,14 @@ def _make(family, reduction):
     attrs = {"_op": op, "_family": family, "_reduction": reduction, "__doc__": doc, "__module__": "ms_scatter"}
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
-        kernel = cls()
+        kernel = cls._bare()
         hybrid = _ascend.HybridOp(op, family, kernel._convert)
 
         def function(input_x, indices, updates):
             if _ascend.hybrid_selected():
                 return hybrid(input_x, indices, updates)
             return kernel(input_x, indices, updates)
+        cls._function = staticmethod(function)
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
         kernel = _InPlaceKernel(op, family)
