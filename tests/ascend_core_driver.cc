@@ -27,7 +27,22 @@ using ms_scatter::ascend::Tiling;
 using ms_scatter::ascend::TilingInput;
 
 constexpr int kViolation = 5;
-constexpr int kTilingFailed = 6;
+constexpr int64_t kUbKeptByOpHost = 8 * 1024;  // op_host/ms_scatter_nd.cpp's kUbKept
+
+}  // namespace
+
+// tests/ascend_kernel_tu.cc (the kernel layer on the stand-in Ascend C calls)
+extern "C" {
+void mss_stub_reset(int64_t ub_bytes);
+void mss_stub_register(void *base, int64_t bytes, int is_output);
+void mss_stub_set_core(int core);
+int mss_stub_problem(char *buf, int len);
+int mss_kernel_launch(const char *reduction, const char *dtype, const char *index_dtype, uint8_t *x,
+                      uint8_t *indices, uint8_t *updates, uint8_t *y, uint8_t *status, uint8_t *workspace,
+                      uint8_t *tiling);
+}
+
+namespace {
 
 struct Checker {
   std::string problem;  // the first violation
@@ -171,8 +186,6 @@ std::vector<int> core_order(int n, int64_t seed) {
   return order;
 }
 
-bool on_ascend(const char *dtype) { return std::strcmp(dtype, "float64") != 0; }
-
 struct Call {
   const char *reduction;
   const char *dtype;
@@ -187,33 +200,24 @@ struct Call {
   int64_t *stats_out;     // [cores run, GM<->UB moves], or null
   char *problem;
   int problem_len;
+  bool kernel;  // run the Ascend C kernel layer (tests/ascend_kernel_tu.cc) instead of HostMem
 };
 
 template <typename Op, typename T, typename I>
-int run_typed(Call &c, const ms_scatter::Plan &p) {
+int run_typed(Call &c, const Tiling &t) {
   using Acc = typename ms_scatter::AccOf<T>::type;
-  TilingInput in = c.in;
-  in.elem_bytes = sizeof(T);
-  in.acc_bytes = sizeof(Acc);
-  in.index_bytes = sizeof(I);
-  in.check_zero = ms_scatter::RejectsZero<Op>::value && ms_scatter::IntTraits<T>::integral;
-  Tiling t;
-  if (!ms_scatter::ascend::make_tiling(p.depth, p.n, p.slice, p.x_shape, in, &t)) {
-    ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the tiling failed (UB of %lld bytes).", p.op,
-                          static_cast<long long>(in.ub_bytes));
-    return kTilingFailed;
-  }
   if (c.tiling_out) std::memcpy(c.tiling_out, &t, sizeof t);
+  const int64_t x_numel = t.rows * t.slice;
   std::vector<Acc> workspace(static_cast<size_t>(t.workspace_bytes / static_cast<int64_t>(sizeof(Acc))));
   Owners y_owners, ws_owners;
-  y_owners.reset(p.x_numel, sizeof(T));
-  ws_owners.reset(p.x_numel, sizeof(Acc));
+  y_owners.reset(x_numel, sizeof(T));
+  ws_owners.reset(x_numel, sizeof(Acc));
   Checker check;
-  const int64_t idx_numel = p.n * p.depth, upd_numel = p.n * p.slice;
+  const int64_t idx_numel = t.n * t.depth, upd_numel = t.n * t.slice;
   int64_t moves = 0;
   for (int core : core_order(static_cast<int>(t.cores), c.order_seed)) {
     HostMem<T, I> m(t, static_cast<const T *>(c.x), static_cast<const I *>(c.indices),
-                    static_cast<const T *>(c.updates), static_cast<T *>(c.y), c.status, workspace, p.x_numel,
+                    static_cast<const T *>(c.updates), static_cast<T *>(c.y), c.status, workspace, x_numel,
                     idx_numel, upd_numel, core, y_owners, ws_owners, check);
     ms_scatter::ascend::run_core<Op, Acc>(t, core, m);
     moves += m.moves;
@@ -223,23 +227,63 @@ int run_typed(Call &c, const ms_scatter::Plan &p) {
     c.stats_out[1] = moves;
   }
   if (!check.problem.empty()) {
-    if (c.problem && c.problem_len > 0) std::snprintf(c.problem, static_cast<size_t>(c.problem_len), "%s", check.problem.c_str());
+    if (c.problem && c.problem_len > 0)
+      std::snprintf(c.problem, static_cast<size_t>(c.problem_len), "%s", check.problem.c_str());
     return kViolation;
   }
   return 0;
 }
 
+// The kernel layer's cores, on the stand-in UB (the whole of c.in.ub_bytes; the tiling got
+// that less what op_host keeps for Ascend C itself).
+int run_kernel_cores(Call &c, const Tiling &t) {
+  if (c.tiling_out) std::memcpy(c.tiling_out, &t, sizeof t);
+  ms_scatter::ascend::DtypeInfo v;
+  int64_t index_bytes = 0;
+  ms_scatter::ascend::ascend_value_dtype(c.dtype, &v);
+  ms_scatter::ascend::ascend_index_dtype(c.index_dtype, &index_bytes);
+  std::vector<int64_t> tiling(static_cast<size_t>(ms_scatter::ascend::kTilingWords));
+  std::memcpy(tiling.data(), &t, sizeof t);
+  std::vector<int64_t> workspace(static_cast<size_t>((t.workspace_bytes + 7) / 8));
+  const int64_t x_bytes = t.rows * t.slice * v.bytes;
+  mss_stub_reset(c.in.ub_bytes);
+  mss_stub_register(c.x, x_bytes, 0);
+  mss_stub_register(c.indices, t.n * t.depth * index_bytes, 0);
+  mss_stub_register(c.updates, t.n * t.slice * v.bytes, 0);
+  mss_stub_register(tiling.data(), static_cast<int64_t>(sizeof t), 0);
+  mss_stub_register(c.y, x_bytes, 1);
+  mss_stub_register(c.status, ms_scatter::ascend::kStatusWords * 8, 1);
+  mss_stub_register(workspace.data(), t.workspace_bytes, 1);
+  for (int core : core_order(static_cast<int>(t.cores), c.order_seed)) {
+    mss_stub_set_core(core);
+    if (mss_kernel_launch(c.reduction, c.dtype, c.index_dtype, static_cast<uint8_t *>(c.x),
+                          static_cast<uint8_t *>(c.indices), static_cast<uint8_t *>(c.updates),
+                          static_cast<uint8_t *>(c.y), reinterpret_cast<uint8_t *>(c.status),
+                          reinterpret_cast<uint8_t *>(workspace.data()),
+                          reinterpret_cast<uint8_t *>(tiling.data())) != 0) {
+      ms_scatter::set_error(ms_scatter::kBadArguments, "no kernel for %s %s %s", c.reduction, c.dtype, c.index_dtype);
+      return ms_scatter::kBadArguments;
+    }
+  }
+  if (c.stats_out) {
+    c.stats_out[0] = t.cores;
+    c.stats_out[1] = 0;
+  }
+  if (mss_stub_problem(c.problem, c.problem_len) > 0) return kViolation;
+  return 0;
+}
+
+// The host tiling (what op_host runs), then every core of the call.
 template <typename Op>
 int run_op(Call &c, const char *op_name) {
-  ms_scatter::Plan p;
-  if (ms_scatter::make_plan(op_name, ms_scatter::IndexMode::kNd, 4, c.ndims, c.shapes, &p) != ms_scatter::kOk)
+  Tiling t;
+  const int64_t ub = c.kernel ? c.in.ub_bytes - kUbKeptByOpHost : c.in.ub_bytes;
+  if (ms_scatter::ascend::tiling_for_call(op_name, ms_scatter::RejectsZero<Op>::value, c.ndims, c.shapes, c.dtype,
+                                          c.index_dtype, c.in.cores, ub, c.in.force_mode, &t) != ms_scatter::kOk)
     return ms_scatter::kBadArguments;
-  if (!on_ascend(c.dtype)) {
-    ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', dtype %s has no Ascend kernel.", op_name, c.dtype);
-    return ms_scatter::kBadArguments;
-  }
+  if (c.kernel) return run_kernel_cores(c, t);
 #define MSS_INDEX_CASE(IN, IT) \
-  if (std::strcmp(c.index_dtype, #IN) == 0) return run_typed<Op, T, IT>(c, p);
+  if (std::strcmp(c.index_dtype, #IN) == 0) return run_typed<Op, T, IT>(c, t);
 #define MSS_VALUE_CASE(VN, VT)              \
   if (std::strcmp(c.dtype, #VN) == 0) {     \
     using T = VT;                           \
@@ -248,14 +292,12 @@ int run_op(Call &c, const char *op_name) {
   MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
 #undef MSS_VALUE_CASE
 #undef MSS_INDEX_CASE
-  ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', unsupported dtypes %s / %s.", op_name, c.dtype,
-                        c.index_dtype);
-  return ms_scatter::kBadArguments;
+  return ms_scatter::kBadArguments;  // not reached: tiling_for_call checked the dtypes
 }
 
 int run(Call &c) {
 #define MSS_REDUCTION_CASE(R, OP) \
-  if (std::strcmp(c.reduction, #R) == 0) return run_op<OP>(c, "ScatterNd" #R);
+  if (std::strcmp(c.reduction, #R) == 0) return run_op<OP>(c, "MsScatterNd" #R);
   MS_SCATTER_REDUCTIONS(MSS_REDUCTION_CASE)
 #undef MSS_REDUCTION_CASE
   ms_scatter::set_error(ms_scatter::kBadArguments, "unknown reduction %s", c.reduction);
@@ -302,15 +344,17 @@ int aot_entry(const char *reduction, int nparam, void **params, int *ndims, int6
 #define MSS_EXPORT extern "C" __attribute__((visibility("default")))
 
 // One call of the Ascend op on host buffers: x, indices (..., d), updates -> y, status.
-// Returns 0, plan.h's 1 (bad shapes: message in mss_last_error), 5 (a device rule broken:
-// message in `problem`), 6 (no tiling for this UB size).
-MSS_EXPORT int mss_ascend_run(const char *reduction, const char *dtype, const char *index_dtype, void *x,
-                              void *indices, void *updates, void *y, int64_t *status, int x_ndim,
-                              int64_t *x_shape, int idx_ndim, int64_t *idx_shape, int upd_ndim, int64_t *upd_shape,
-                              int64_t cores, int64_t ub_bytes, int64_t force_mode, int64_t order_seed,
-                              int64_t *tiling_out, int64_t *stats_out, char *problem, int problem_len) {
+// Returns 0, plan.h's 1 (bad shapes or dtypes, or no tiling for this UB size: message in
+// mss_last_error), 5 (a device rule broken: message in `problem`).
+namespace {
+int run_exported(bool kernel, const char *reduction, const char *dtype, const char *index_dtype, void *x,
+                 void *indices, void *updates, void *y, int64_t *status, int x_ndim, int64_t *x_shape, int idx_ndim,
+                 int64_t *idx_shape, int upd_ndim, int64_t *upd_shape, int64_t cores, int64_t ub_bytes,
+                 int64_t force_mode, int64_t order_seed, int64_t *tiling_out, int64_t *stats_out, char *problem,
+                 int problem_len) {
   try {
     Call c{};
+    c.kernel = kernel;
     c.reduction = reduction;
     c.dtype = dtype;
     c.index_dtype = index_dtype;
@@ -341,6 +385,25 @@ MSS_EXPORT int mss_ascend_run(const char *reduction, const char *dtype, const ch
     return ms_scatter::kBadArguments;
   }
 }
+}  // namespace
+
+#define MSS_RUN_ARGS                                                                                           \
+  const char *reduction, const char *dtype, const char *index_dtype, void *x, void *indices, void *updates,     \
+      void *y, int64_t *status, int x_ndim, int64_t *x_shape, int idx_ndim, int64_t *idx_shape, int upd_ndim,  \
+      int64_t *upd_shape, int64_t cores, int64_t ub_bytes, int64_t force_mode, int64_t order_seed,             \
+      int64_t *tiling_out, int64_t *stats_out, char *problem, int problem_len
+#define MSS_RUN_PASS                                                                                          \
+  reduction, dtype, index_dtype, x, indices, updates, y, status, x_ndim, x_shape, idx_ndim, idx_shape, upd_ndim, \
+      upd_shape, cores, ub_bytes, force_mode, order_seed, tiling_out, stats_out, problem, problem_len
+
+// One call of the Ascend op on host buffers: x, indices (..., d), updates -> y, status, with
+// the core (scatter_core.h) on HostMem. Returns 0, plan.h's 1 (bad shapes or dtypes, or no
+// tiling for this UB size: message in mss_last_error), 5 (a device rule broken: `problem`).
+MSS_EXPORT int mss_ascend_run(MSS_RUN_ARGS) { return run_exported(false, MSS_RUN_PASS); }
+
+// The same call through the Ascend C kernel layer on the stand-in API (ub_bytes: the whole
+// UB; the tiling gets ub_bytes less op_host's reserve).
+MSS_EXPORT int mss_ascend_kernel_run(MSS_RUN_ARGS) { return run_exported(true, MSS_RUN_PASS); }
 
 MSS_EXPORT int mss_last_error(char *buf, int len) { return ms_scatter::copy_last_error(buf, len, nullptr); }
 

@@ -1,12 +1,20 @@
-"""The Ascend backend's CANN-free core (kernels/ascend/scatter_core.h) on the host.
+"""The Ascend backend on the host: its CANN-free core and its Ascend C kernel layer.
 
-The Ascend C kernel (kernels/ascend/op_kernel/) is a thin layer of GM <-> UB moves around
-this core; the host tiling (op_host/) calls its make_tiling. Neither can be compiled here (no
-CANN toolkit), so what can be checked is checked on the core: tests/ascend_core_driver.cc
-runs it with host buffers in place of the AI core's memory (g++, built by
-tests/_ascend_build.py, ~7 s cold, reused while the sources are unchanged), with the
-device's rules enforced (window sizes, UB offsets on 32-byte blocks, GM ranges, and no 32-byte
-block of y written by two cores), and every core of a call run in a permuted order.
+The Ascend op is kernels/ascend/op_kernel/ms_scatter_kernel.h (a thin layer of GM <-> UB
+moves) around kernels/ascend/scatter_core.h (tiling, checks, the per-core loop). Neither can be
+compiled for a chip here (no CANN toolkit), so every test below runs twice
+(tests/_ascend_build.py builds both into one library with g++, ~15 s cold, reused while the
+sources are unchanged):
+
+* "core": the core with tests/ascend_core_driver.cc's HostMem in place of the AI core's memory;
+* "kernel": the kernel layer itself, compiled as AI core code against tests/ascend_stub/
+  kernel_operator.h, our host stand-ins of the Ascend C calls it makes (DataCopyPad, Cast,
+  TPipe/TBuf, Get/SetValue): a check of our code, not of CANN.
+
+Both enforce the device's rules (window sizes, UB addresses on 32-byte blocks, the UB size,
+GM moves inside their tensors, no 32-byte block of an output written by two cores) and run
+the cores of a call in a permuted order; the host tiling is the one op_host calls
+(tiling_for_call).
 
 Checked against the numpy loop oracle, bit for bit: every reduction x every value dtype the
 Ascend op registers x both index dtypes, the three families as the Python layer maps them
@@ -39,8 +47,27 @@ REAL_UB = 192 * 1024  # Atlas A2 vector core
 
 
 @pytest.fixture(scope="module")
-def core():
+def library():
     return ascend_build.Core(ascend_build.build())
+
+
+class Engine:
+    """The core on HostMem ("core"), or the Ascend C kernel layer on the stand-in API ("kernel")."""
+
+    def __init__(self, lib, kernel):
+        self.lib, self.kernel = lib, kernel
+
+    def run(self, *args, **kwargs):
+        return self.lib.run(*args, kernel=self.kernel, **kwargs)
+
+    def last_error(self):
+        return self.lib.last_error()
+
+
+@pytest.fixture(params=["core", "kernel"])
+def core(library, request):
+    """Every test runs twice: on the CANN-free core, and through the kernel layer."""
+    return Engine(library, request.param == "kernel")
 
 
 def _rng(*case):
@@ -259,7 +286,10 @@ def test_bad_shapes_and_float64_are_refused(core):
     rc, *_ = core.run("Add", x, np.zeros((2, 1), np.int32), np.zeros((2, 4), np.float32))
     assert rc == ascend_build.BAD_ARGUMENTS and "the shape of 'updates' must match" in core.last_error()
     rc, *_ = core.run("Add", x.astype(np.float64), np.zeros((2, 1), np.int32), np.zeros((2, 3)))
-    assert rc == ascend_build.BAD_ARGUMENTS and "float64 has no Ascend kernel" in core.last_error()
+    assert rc == ascend_build.BAD_ARGUMENTS and core.last_error() == (
+        "For 'MsScatterNdAdd', the Ascend kernel has no dtype float64 with indices of int32.")
+    rc, *_ = core.run("Add", x, np.zeros((2, 1), np.int32), np.zeros((2, 3), np.float32), ub_bytes=64)
+    assert rc == ascend_build.BAD_ARGUMENTS and "no tiling fits a UB of 64 bytes" in core.last_error()
 
 
 # ------------------------------------------------------------------ the tiling

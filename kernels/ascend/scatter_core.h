@@ -33,6 +33,10 @@
 
 #if !defined(__CCE_AICORE__)
 #include <cstdint>
+#include <cstring>
+
+#include "ms_scatter/dtypes.h"
+#include "ms_scatter/plan.h"
 #endif
 
 #include "ms_scatter/reducer.h"
@@ -420,6 +424,67 @@ inline bool make_tiling(int64_t depth, int64_t n, int64_t slice, const int64_t *
   t->workspace_acc = (!resident && in.acc_bytes != in.elem_bytes) ? 1 : 0;
   t->workspace_bytes = t->workspace_acc ? round_up(rows * slice * in.acc_bytes, kBlockBytes) : 0;
   return true;
+}
+
+// The value dtypes of the Ascend op: dtypes.h's list without float64 (an AI core has no
+// double arithmetic). bytes / acc_bytes: an element and its accumulator; integral: integer Div
+// rejects a zero divisor.
+template <typename T> struct OnAscend { static constexpr bool value = true; };
+template <> struct OnAscend<double> { static constexpr bool value = false; };
+
+struct DtypeInfo {
+  int64_t bytes = 0, acc_bytes = 0;
+  bool integral = false;
+};
+
+inline bool ascend_value_dtype(const char *name, DtypeInfo *info) {
+#define MSS_DTYPE_INFO(VN, VT)                                                      \
+  if (OnAscend<VT>::value && std::strcmp(name, #VN) == 0) {                         \
+    info->bytes = sizeof(VT);                                                       \
+    info->acc_bytes = sizeof(typename AccOf<VT>::type);                             \
+    info->integral = IntTraits<VT>::integral;                                       \
+    return true;                                                                    \
+  }
+  MS_SCATTER_VALUE_DTYPES(MSS_DTYPE_INFO)
+#undef MSS_DTYPE_INFO
+  return false;
+}
+
+inline bool ascend_index_dtype(const char *name, int64_t *bytes) {
+#define MSS_INDEX_INFO(IN, IT)      \
+  if (std::strcmp(name, #IN) == 0) { \
+    *bytes = sizeof(IT);            \
+    return true;                    \
+  }
+  MS_SCATTER_INDEX_DTYPES(MSS_INDEX_INFO)
+#undef MSS_INDEX_INFO
+  return false;
+}
+
+// The host tiling of one call of the CANN op `op` (MsScatterNd<R>): shapes of x, indices,
+// updates (y has x's shape), dtype names, `is_div` for the Div op. Checks the shapes with
+// plan.h (the one wording, reported through the error channel) and the dtypes; returns kOk or
+// kBadArguments. The op_host tiling function is this plus reading the shapes from CANN.
+inline int tiling_for_call(const char *op, bool is_div, const int *ndims, int64_t *const *shapes,
+                           const char *x_dtype, const char *index_dtype, int64_t cores, int64_t ub_bytes,
+                           int64_t force_mode, Tiling *t) {
+  int nd[4] = {ndims[0], ndims[1], ndims[2], ndims[0]};
+  int64_t *sh[4] = {shapes[0], shapes[1], shapes[2], shapes[0]};
+  Plan p;
+  if (make_plan(op, IndexMode::kNd, 4, nd, sh, &p) != kOk) return kBadArguments;
+  DtypeInfo v;
+  int64_t index_bytes = 0;
+  if (!ascend_value_dtype(x_dtype, &v) || !ascend_index_dtype(index_dtype, &index_bytes)) {
+    set_error(kBadArguments, "For '%s', the Ascend kernel has no dtype %s with indices of %s.", op, x_dtype,
+              index_dtype);
+    return kBadArguments;
+  }
+  TilingInput in{v.bytes, v.acc_bytes, index_bytes, (is_div && v.integral) ? 1 : 0, cores, ub_bytes, force_mode};
+  if (!make_tiling(p.depth, p.n, p.slice, p.x_shape, in, t)) {
+    set_error(kBadArguments, "For '%s', no tiling fits a UB of %lld bytes.", op, static_cast<long long>(ub_bytes));
+    return kBadArguments;
+  }
+  return kOk;
 }
 
 #endif  // !__CCE_AICORE__
