@@ -203,6 +203,9 @@ def _format(op, code, flat, value, x, indices, updates):
     lib = kernel_library()
     fn = lib.ms_scatter_format_error
     fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong,
+                   ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.c_char_p,
+                   ctypes.c_int]
     arrays = [np.asarray(a) for a in (x, indices, updates)]
     ndims = (ctypes.c_int * 3)(*[a.ndim for a in arrays])
     bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
