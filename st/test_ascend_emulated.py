@@ -431,3 +431,18 @@ def test_cann_versions_are_mindsporess():
     assert versions == _ascend.CANN_VERSIONS
     readme = open(os.path.join(REPO, "README.md")).read()
     assert "CANN " + ", ".join(versions) in readme
+
+
+def test_check_script_runs_emulated(tmp_path):
+    """kernels/ascend/check_ascend.py, the prepared check for an Ascend host, runs to its table
+    here with --emulate (CPU target, the host build of the op)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "kernels", "ascend", "check_ascend.py"), "--emulate",
+                           "--quick", "--no-bench"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={k: v for k, v in os.environ.items() if k != _ascend.EMULATION_ENV})
+    out = proc.stdout
+    assert proc.returncode == 0, out[-4000:] + proc.stderr[-4000:]
+    assert "all checks passed" in out
+    for row in ("seed examples", "oracle: 21 ops x 2 forms", "policies", "errors", "1e5 x 64 float32"):
+        assert out.count(row) >= 3, row  # PYNATIVE and GRAPH lines, and the table

@@ -16,7 +16,11 @@
 #include <string>
 #include <vector>
 
+#if __has_include("half.h")  // the flattened layout of a staged op project (build_ascend.py)
+#include "half.h"
+#else
 #include "ms_scatter/half.h"
+#endif
 
 #define __aicore__
 #define __global__
