@@ -254,8 +254,9 @@ def raise_status(op, family, status, x_shape, indices_shape, updates_shape):
 
 
 def check_indices_on_host(op, family, x_shape, indices):
-    """The index check of the kernels, on the host (for calls with an empty input_x, which the
-    op cannot be launched on); raises like raise_status."""
+    """The index check of the kernels, on the host, for calls with an empty input_x (the op is
+    not launched on an empty y: MindSpore may skip such a launch, leaving the status unwritten);
+    raises like raise_status."""
     idx = indices.asnumpy()
     depth = 1 if family == "Scatter" else idx.shape[-1]
     vectors = idx.reshape(-1, depth).astype(np.int64) if depth else np.zeros((0, 0), np.int64)
