@@ -14,12 +14,10 @@ How a call runs, and what it costs (x = input_x, u = updates):
   ``<Op>_return``, which would copy all of x into its output, is never launched.)
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 
-On the device target Ascend (or with MS_SCATTER_KERNELS=hybrid) every primitive and
-function runs on the AKG hybrid kernels instead: ops/_ascend.py (out of place, then
-ops.assign for the in-place families: O(x) + O(u)).
+On the device target Ascend every primitive and function runs on ms_scatter's Ascend C
+kernels instead (a CANN custom-op package, ops.Custom("MsScatterNd<R>", func_type="aot")):
+ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + O(u)).
 """
-import threading
-
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
@@ -29,9 +27,7 @@ from mindspore.ops.operations import Depend as _MsDepend
 from mindspore.ops import constexpr
 
 from . import _ascend, _eager, _grad, infer
-from ._lib import CPU_LIBRARY, caller_waits_setter, error_count, raise_kernel_error
-
-_PYNATIVE_LOCK = threading.RLock()
+from ._lib import CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, raise_kernel_error
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
 # implicit conversion would name the op "primitive[Custom]"; the in-place functions
@@ -92,15 +88,15 @@ class _ScatterKernel(ops.Custom):
         self.family = family
         self._token = token
         self._infer_memo = {}
-        # the aot library of the device target, or on Ascend / MS_SCATTER_KERNELS=hybrid the
-        # hybrid kernels (ops/_ascend.py)
+        # the aot library of the device target, or on Ascend a placeholder: calls then go
+        # through ops/_ascend.py's AscendOp
         self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
                          func_type=func_type, bprop=bprop)
         self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
-        self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
+        self._hybrid = _ascend.attach(self) if func_type != "aot" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
         # PYNATIVE in-place calls on the CPU run the kernel directly (ops/_eager.py)
         self._direct = _eager.DirectCall(self._library, op_name, entry) if (

@@ -43,4 +43,28 @@ MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *cou
   return ms_scatter::copy_last_error(buf, len, count);
 }
 
+// The message of a data error that a device reported as a status instead of a message (the
+// Ascend kernels: [code, flat position, value]), in plan.h's one wording. `first_axis`: 1
+// for Scatter* (index the first axis), 0 for ScatterNd*/TensorScatter*; ndims/shapes: input_x,
+// indices, updates (as an aot call passes them, without the output). Returns the message's
+// length, or -1 if the call is not valid (nothing is written to the error channel then).
+MSS_EXPORT int ms_scatter_format_error(const char *op, int first_axis, int code, long long flat, long long value,
+                                       int *ndims, int64_t **shapes, char *buf, int len) {
+  if (!op || !ndims || !shapes || !buf || len <= 0) return -1;
+  for (int a = 0; a < 3; ++a)
+    if (!ms_scatter::valid_shape(ndims[a], shapes[a])) return -1;
+  int nd[4] = {ndims[0], ndims[1], ndims[2], ndims[0]};
+  int64_t *sh[4] = {shapes[0], shapes[1], shapes[2], shapes[0]};
+  ms_scatter::Plan p;
+  const auto mode = first_axis ? ms_scatter::IndexMode::kFirstAxis : ms_scatter::IndexMode::kNd;
+  if (ms_scatter::check_plan(op, mode, nd, sh, &p) != ms_scatter::kOk) return -1;
+  if (code == ms_scatter::kIndexOutOfRange && p.depth > 0 && flat >= 0 && flat < p.n * p.depth)
+    ms_scatter::format_index_message(buf, static_cast<size_t>(len), p, flat, value);
+  else if (code == ms_scatter::kDivisionByZero && flat >= 0 && flat < p.n * p.slice)
+    ms_scatter::format_zero_message(buf, static_cast<size_t>(len), p, flat);
+  else
+    return -1;
+  return static_cast<int>(std::strlen(buf));
+}
+
 #endif  // MS_SCATTER_ENTRIES_H_

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -88,22 +89,19 @@ struct Plan {
   int64_t strides[kMaxRank] = {0};  // element stride of each indexed dimension
 };
 
-// Build the plan from the aot arguments (x, indices, updates, out). Our inference has
-// already checked all of this; the kernel checks again so that a direct call cannot
-// read out of bounds.
-inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int64_t **shapes,
-                     Plan *p) {
-  if (nparam != 4) {
-    set_error(kBadArguments, "For '%s', the kernel expects 3 inputs and 1 output, but got %d arguments.",
-              op, nparam);
-    return kBadArguments;
-  }
+// Build the plan from the shapes of (x, indices, updates, out). Our inference has already
+// checked all of this; the kernels check again so that a direct call cannot read out of
+// bounds. `report`: write the reason of a failure to the error channel (check_plan does not).
+inline int plan_from_shapes(const char *op, IndexMode mode, const int *ndims, int64_t *const *shapes, Plan *p,
+                            bool report) {
+#define MSS_PLAN_FAIL(...)                                \
+  do {                                                    \
+    if (report) set_error(kBadArguments, __VA_ARGS__);    \
+    return kBadArguments;                                 \
+  } while (0)
   for (int a = 0; a < 4; ++a) {
-    if (!valid_shape(ndims[a], shapes[a])) {
-      set_error(kBadArguments, "For '%s', argument %d has an invalid shape (negative or too large dimensions).",
-                op, a);
-      return kBadArguments;
-    }
+    if (!valid_shape(ndims[a], shapes[a]))
+      MSS_PLAN_FAIL("For '%s', argument %d has an invalid shape (negative or too large dimensions).", op, a);
   }
   p->op = op;
   p->x_ndim = ndims[0];
@@ -124,30 +122,24 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
       p->x_shape = kOneElement;
     }
   } else {
-    if (p->idx_ndim < 1) {
-      set_error(kBadArguments, "For '%s', 'indices' must have rank >= 1, but got shape ().", op);
-      return kBadArguments;
-    }
+    if (p->idx_ndim < 1) MSS_PLAN_FAIL("For '%s', 'indices' must have rank >= 1, but got shape ().", op);
     p->depth = p->idx_shape[p->idx_ndim - 1];
     lead = p->idx_ndim - 1;
     p->n = numel(lead, p->idx_shape);
   }
-  if (p->depth > p->x_ndim || p->depth > kMaxRank) {
-    set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
-              op, p->x_ndim, static_cast<long long>(p->depth));
-    return kBadArguments;
-  }
+  if (p->depth > p->x_ndim || p->depth > kMaxRank)
+    MSS_PLAN_FAIL("For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.", op, p->x_ndim,
+                  static_cast<long long>(p->depth));
   // updates.shape == indices.shape[:lead] + x.shape[depth:]
   bool ok = p->upd_ndim == lead + (p->x_ndim - static_cast<int>(p->depth));
   for (int i = 0; ok && i < lead; ++i) ok = p->upd_shape[i] == p->idx_shape[i];
   for (int i = static_cast<int>(p->depth); ok && i < p->x_ndim; ++i)
     ok = p->upd_shape[lead + i - p->depth] == p->x_shape[i];
-  if (!ok) {
-    set_error(kBadArguments, "For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
-              op, shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
-              shape_str(p->upd_ndim, p->upd_shape).c_str());
-    return kBadArguments;
-  }
+  if (!ok)
+    MSS_PLAN_FAIL("For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.", op,
+                  shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
+                  shape_str(p->upd_ndim, p->upd_shape).c_str());
+#undef MSS_PLAN_FAIL
   p->slice = numel(p->x_ndim - static_cast<int>(p->depth), p->x_shape + p->depth);
   int64_t stride = p->slice;
   for (int64_t d = p->depth - 1; d >= 0; --d) {
@@ -155,6 +147,21 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
     stride *= p->x_shape[d];
   }
   return kOk;
+}
+
+// The plan of an aot call (x, indices, updates, out); a failure is reported.
+inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int64_t **shapes, Plan *p) {
+  if (nparam != 4) {
+    set_error(kBadArguments, "For '%s', the kernel expects 3 inputs and 1 output, but got %d arguments.",
+              op, nparam);
+    return kBadArguments;
+  }
+  return plan_from_shapes(op, mode, ndims, shapes, p, true);
+}
+
+// The same checks without reporting a failure.
+inline int check_plan(const char *op, IndexMode mode, const int *ndims, int64_t *const *shapes, Plan *p) {
+  return plan_from_shapes(op, mode, ndims, shapes, p, false);
 }
 
 // Do two byte ranges share memory? (updates that alias input_x: an in-place call reads them
@@ -172,22 +179,34 @@ struct OffsetStats {
 };
 
 // The two data errors, one wording on every backend: `flat` is the position of the bad
-// value in 'indices' (value `v`) or of the zero in 'updates'.
+// value in 'indices' (value `v`) or of the zero in 'updates'. The format_* functions write
+// the message into `buf` (the Ascend path formats a device-reported status with them);
+// index_error/zero_error also report it through the error channel.
+inline void format_index_message(char *buf, size_t len, const Plan &p, int64_t flat, long long v) {
+  const int64_t d = p.depth > 0 ? flat % p.depth : 0;
+  std::snprintf(buf, len,
+                "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
+                "shape %s), but got %lld at position %s of 'indices' (shape %s).",
+                p.op, static_cast<long long>(d < p.x_ndim ? p.x_shape[d] : 0), static_cast<long long>(d),
+                shape_str(p.x_ndim, p.x_shape).c_str(), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
+                shape_str(p.idx_ndim, p.idx_shape).c_str());
+}
+inline void format_zero_message(char *buf, size_t len, const Plan &p, int64_t flat) {
+  std::snprintf(buf, len,
+                "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
+                "but got 0 at position %s of 'updates' (shape %s).",
+                p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
+}
 inline int index_error(const Plan &p, int64_t flat, long long v) {
-  const int64_t d = flat % p.depth;
-  set_error(kIndexOutOfRange,
-            "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
-            "shape %s), but got %lld at position %s of 'indices' (shape %s).",
-            p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
-            shape_str(p.x_ndim, p.x_shape).c_str(), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
-            shape_str(p.idx_ndim, p.idx_shape).c_str());
+  char message[1024];
+  format_index_message(message, sizeof message, p, flat, v);
+  set_error(kIndexOutOfRange, "%s", message);
   return kIndexOutOfRange;
 }
 inline int zero_error(const Plan &p, int64_t flat) {
-  set_error(kDivisionByZero,
-            "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
-            "but got 0 at position %s of 'updates' (shape %s).",
-            p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
+  char message[1024];
+  format_zero_message(message, sizeof message, p, flat);
+  set_error(kDivisionByZero, "%s", message);
   return kDivisionByZero;
 }
 
