@@ -63,7 +63,9 @@ CUSTOM_OPP_ENV = "ASCEND_CUSTOM_OPP_PATH"
 
 # What the Ascend op registers: every value dtype but float64 (an AI core has no double
 # arithmetic), both index dtypes.
-ASCEND_VALUE_DTYPES = tuple(d for d in infer.VALUE_DTYPES if d != "float64")
+# what op_host registers (dtypes.h: MS_SCATTER_ASCEND_VALUE_DTYPES): the AI core has no double;
+# bfloat16 and the wide unsigned types are not registered
+ASCEND_VALUE_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8")
 ASCEND_INDEX_DTYPES = infer.INDEX_DTYPES
 OP_PREFIX = "MsScatterNd"
 OPP_ROOT = os.path.join(KERNEL_DIR, "ascend", "opp")

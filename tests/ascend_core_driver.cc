@@ -289,7 +289,7 @@ int run_op(Call &c, const char *op_name) {
     using T = VT;                           \
     MS_SCATTER_INDEX_DTYPES(MSS_INDEX_CASE) \
   }
-  MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
+  MS_SCATTER_ASCEND_VALUE_DTYPES(MSS_VALUE_CASE)
 #undef MSS_VALUE_CASE
 #undef MSS_INDEX_CASE
   return ms_scatter::kBadArguments;  // not reached: tiling_for_call checked the dtypes

@@ -69,14 +69,14 @@ MSS_EXPORT int mss_kernel_launch(const char *reduction, const char *dtype, const
     return 0;                                                                                                \
   }
 #define MSS_VALUE_CASE(VN, VT_)                                           \
-  if (std::strcmp(#VN, "float64") && !std::strcmp(dtype, #VN)) {          \
+  if (!std::strcmp(dtype, #VN)) {                                          \
     using VT = VT_;                                                       \
     MS_SCATTER_INDEX_DTYPES(MSS_INDEX_CASE)                               \
   }
 #define MSS_REDUCTION_CASE(R, OP_)         \
   if (!std::strcmp(reduction, #R)) {       \
     using OP = OP_;                        \
-    MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE) \
+    MS_SCATTER_ASCEND_VALUE_DTYPES(MSS_VALUE_CASE) \
   }
   MS_SCATTER_REDUCTIONS(MSS_REDUCTION_CASE)
 #undef MSS_REDUCTION_CASE

@@ -429,8 +429,6 @@ inline bool make_tiling(int64_t depth, int64_t n, int64_t slice, const int64_t *
 // The value dtypes of the Ascend op: dtypes.h's list without float64 (an AI core has no
 // double arithmetic). bytes / acc_bytes: an element and its accumulator; integral: integer Div
 // rejects a zero divisor.
-template <typename T> struct OnAscend { static constexpr bool value = true; };
-template <> struct OnAscend<double> { static constexpr bool value = false; };
 
 struct DtypeInfo {
   int64_t bytes = 0, acc_bytes = 0;
@@ -439,13 +437,13 @@ struct DtypeInfo {
 
 inline bool ascend_value_dtype(const char *name, DtypeInfo *info) {
 #define MSS_DTYPE_INFO(VN, VT)                                                      \
-  if (OnAscend<VT>::value && std::strcmp(name, #VN) == 0) {                         \
+  if (std::strcmp(name, #VN) == 0) {                                                \
     info->bytes = sizeof(VT);                                                       \
     info->acc_bytes = sizeof(typename AccOf<VT>::type);                             \
     info->integral = IntTraits<VT>::integral;                                       \
     return true;                                                                    \
   }
-  MS_SCATTER_VALUE_DTYPES(MSS_DTYPE_INFO)
+  MS_SCATTER_ASCEND_VALUE_DTYPES(MSS_DTYPE_INFO)
 #undef MSS_DTYPE_INFO
   return false;
 }
