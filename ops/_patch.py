@@ -419,8 +419,9 @@ def _safe_counts():
 
 # --------------------------------------------------------------------------- import hook
 
-class _Loader(importlib.abc.Loader):
-    """Runs the real loader, then patches the new module (while a patch is active)."""
+class _Loader:
+    """Runs the real loader, then patches the new module (while a patch is active); every
+    other attribute is the real loader's."""
 
     def __init__(self, loader):
         self._loader = loader

@@ -86,7 +86,8 @@ def test_launcher_reports_what_ran(runs):
     report = [line for line in runs["patched"]["stderr"].splitlines() if line.startswith("ms_scatter.patch:")]
     assert len(report) == 1, runs["patched"]["stderr"][-3000:]
     assert "MindSpore entry points replaced" in report[0]
-    total = sum(n for calls in runs["patched"]["calls"].values() for e, n in calls.items() if e.startswith("ScatterAdd"))
+    total = sum(n for calls in runs["patched"]["calls"].values() for entry, n in calls.items()
+                if entry.startswith("ScatterAdd"))
     assert f"ScatterAdd {total}," in report[0] and "ScatterUpdate " in report[0], report[0]
 
 
@@ -197,7 +198,8 @@ def test_patch_replaces_every_site_and_unpatch_restores_exactly():
     try:
         assert handle.active and ms_scatter.patch.is_patched()
         assert len(handle.replaced) >= 150
-        assert ops.ScatterAdd is ms_scatter.ScatterAdd and ops.operations.TensorScatterMax is ms_scatter.TensorScatterMax
+        assert ops.ScatterAdd is ms_scatter.ScatterAdd
+        assert ops.operations.TensorScatterMax is ms_scatter.TensorScatterMax
         assert ops.tensor_scatter_max is ms_scatter.tensor_scatter_max
         assert ops.scatter_sub is ms_scatter.scatter_sub and "mindspore.ops:scatter_sub" in handle.added
         assert ops.functional.tensor_scatter_update is ms_scatter.tensor_scatter_update
