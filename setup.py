@@ -109,7 +109,7 @@ setup(
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    packages=["ms_scatter", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
+    packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
     ext_modules=[
         Extension(

@@ -187,3 +187,17 @@ def host_call(entry, arrays):
         if count == before:
             raise ScatterKernelError(f"ms_scatter: {entry} failed with code {rc}")
         raise error_type(code)(message)
+
+
+def call_counts(target=None):
+    """{entry point: launches so far} of this library's kernels (e.g. ``ScatterAdd_token``,
+    ``TensorScatterMax``), counted by the kernel itself in every mode, GRAPH included.
+    (The hybrid kernels of the Ascend path are not counted.)"""
+    lib = _handle(library_path(target))
+    fn = lib.ms_scatter_call_counts
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+    n = fn(None, None, 0)
+    names, counts = (ctypes.c_char_p * n)(), (ctypes.c_ulonglong * n)()
+    fn(names, counts, n)
+    return {names[k].decode(): counts[k] for k in range(n)}

@@ -26,7 +26,7 @@ from mindspore.ops.operations import Depend as _MsDepend
 
 from mindspore.ops import constexpr
 
-from . import _ascend, _eager, _grad, infer
+from . import _ascend, _docs, _eager, _grad, infer
 from ._lib import CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, raise_kernel_error
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
@@ -292,25 +292,9 @@ class _TensorScatter(_ScatterKernel):
         return type(self)()
 
 
-_FORMULA = {
-    "Add": "x[idx] += updates", "Sub": "x[idx] -= updates", "Mul": "x[idx] *= updates",
-    "Div": "x[idx] /= updates", "Max": "x[idx] = maximum(x[idx], updates)",
-    "Min": "x[idx] = minimum(x[idx], updates)", "Update": "x[idx] = updates",
-}
-_INDEXING = {
-    "Scatter": "in place on a Parameter; `indices` (int32/int64, any shape) index the first axis; "
-               "updates.shape == indices.shape + input_x.shape[1:].",
-    "ScatterNd": "in place on a Parameter; indices[..., :d] (d = indices.shape[-1]) index the first d axes; "
-                 "updates.shape == indices.shape[:-1] + input_x.shape[d:].",
-    "TensorScatter": "out of place (input_x unchanged); indices of rank >= 2, indices[..., :d] index the first d "
-                     "axes; updates.shape == indices.shape[:-1] + input_x.shape[d:].",
-}
-
-
 def _make(family, reduction):
     op = family + reduction
-    doc = (f"{op}: {_FORMULA[reduction]}, {_INDEXING[family]} Duplicate indices apply in index order; "
-           f"see the README for the policies (out-of-range indices, division by zero, NaN).")
+    doc = _docs.primitive_doc(family, reduction)
     attrs = {"_op": op, "_family": family, "_reduction": reduction, "__doc__": doc, "__module__": "ms_scatter"}
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
@@ -335,7 +319,7 @@ def _make(family, reduction):
             return aot_function(input_x, indices, updates)
         cls._function = staticmethod(aot_function)
     function.__name__ = function.__qualname__ = infer.function_name(op)
-    function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
+    function.__doc__ = _docs.function_doc(family, reduction)
     return cls, function
 
 

@@ -3,7 +3,7 @@
 Wherever nvcc exists (skipped with the reason where it does not):
 * the library compiles for sm_90 without a warning, and exports exactly the CPU
   library's entry points (nm -D): the 35 aot entries, ms_scatter_last_error and
-  ms_scatter_format_error; only the
+  ms_scatter_format_error and ms_scatter_call_counts; only the
   CPU thread-pool controls are CPU-only;
 * argument errors found on the host give the CPU library's code and message (no device
   needed: they return before any CUDA call);
@@ -127,7 +127,8 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
     assert gpu == cpu - CPU_ONLY, (f"only in the GPU library: {sorted(gpu - cpu)}; "
                                    f"missing from it: {sorted(cpu - CPU_ONLY - gpu)}")
     expected = {ms_testing.entry_name(op, out) for op, out in ENTRIES} | {"ms_scatter_last_error",
-                                                                          "ms_scatter_format_error"}
+                                                                          "ms_scatter_format_error",
+                                                                          "ms_scatter_call_counts"}
     assert len(ENTRIES) == 35 and gpu == expected
     assert "warning" not in output.lower(), output
 

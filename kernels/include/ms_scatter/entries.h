@@ -6,9 +6,12 @@
 //   Scatter<R>_token / ScatterNd<R>_token    in place on input_x, 1-element int32 output
 //   Scatter<R>_return / ScatterNd<R>_return  in place, plus a copy of the result
 //   TensorScatter<R>                         out of place (input_x untouched)
+// and ms_scatter_call_counts: how often each entry point was launched (what
+// `python -m ms_scatter.patch --report` prints; one relaxed atomic add per call).
 #ifndef MS_SCATTER_ENTRIES_H_
 #define MS_SCATTER_ENTRIES_H_
 
+#include <atomic>
 #include <exception>
 
 #include "ms_scatter/dtypes.h"
@@ -16,10 +19,24 @@
 #include "ms_scatter/plan.h"
 
 #define MSS_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace ms_scatter {
+#define MSS_IDS(R, OP) \
+  kCalls_Scatter##R##_token, kCalls_Scatter##R##_return, kCalls_ScatterNd##R##_token, kCalls_ScatterNd##R##_return, \
+      kCalls_TensorScatter##R,
+enum EntryId { MS_SCATTER_REDUCTIONS(MSS_IDS) kEntryCount };
+#undef MSS_IDS
+inline std::atomic<unsigned long long> *entry_calls() {
+  static std::atomic<unsigned long long> calls[kEntryCount];  // static storage: zero-initialised
+  return calls;
+}
+}  // namespace ms_scatter
+
 #define MSS_AOT_ARGS \
   int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *
 #define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                                \
   MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                                      \
+    ms_scatter::entry_calls()[ms_scatter::kCalls_##NAME].fetch_add(1, std::memory_order_relaxed);          \
     try {                                                                                                  \
       return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
                                       params, ndims, shapes, dtypes, stream);                              \
@@ -38,6 +55,21 @@ MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 #undef MSS_ENTRIES
 #undef MSS_ENTRY
 #undef MSS_AOT_ARGS
+
+// Fills names[k] / counts[k] for the first `cap` entry points (either may be null);
+// returns how many entry points there are.
+MSS_EXPORT int ms_scatter_call_counts(const char **names, unsigned long long *counts, int cap) {
+#define MSS_NAMES(R, OP) \
+  "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R,
+  static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES)};
+#undef MSS_NAMES
+  static_assert(sizeof kNames / sizeof kNames[0] == ms_scatter::kEntryCount, "one name per entry point");
+  for (int k = 0; k < ms_scatter::kEntryCount && k < cap; ++k) {
+    if (names) names[k] = kNames[k];
+    if (counts) counts[k] = ms_scatter::entry_calls()[k].load(std::memory_order_relaxed);
+  }
+  return ms_scatter::kEntryCount;
+}
 
 MSS_EXPORT int ms_scatter_last_error(char *buf, int len, unsigned long long *count) {
   return ms_scatter::copy_last_error(buf, len, count);
