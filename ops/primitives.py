@@ -18,6 +18,7 @@ On the device target Ascend every primitive and function runs on ms_scatter's As
 kernels instead (a CANN custom-op package, ops.Custom("MsScatterNd<R>", func_type="aot")):
 ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + O(u)).
 """
+import numpy as np
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
@@ -39,6 +40,12 @@ _IN_PLACE_SIGNATURE = (
 )
 _ARG_NAMES = ("input_x", "indices", "updates")
 _TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
+
+
+def _empty_like(x, dtype_name):
+    """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
+    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache)."""
+    return Tensor.from_numpy(np.empty(tuple(x.shape), _eager.numpy_dtype(dtype_name)))
 
 
 def bind_arguments(op, args, kwargs):
@@ -98,9 +105,10 @@ class _ScatterKernel(ops.Custom):
             self.add_prim_attr('side_effect_mem', True)
         self._hybrid = _ascend.attach(self) if func_type != "aot" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
-        # PYNATIVE in-place calls on the CPU run the kernel directly (ops/_eager.py)
-        self._direct = _eager.DirectCall(self._library, op_name, entry) if (
-            token and self._library == CPU_LIBRARY) else None
+        # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
+        # in-place primitives' own '_return' entries, which are never launched
+        self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
+            self._library == CPU_LIBRARY and (token or family == "TensorScatter")) else None
         self._check_memo = {}
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
@@ -185,8 +193,14 @@ class _ScatterKernel(ops.Custom):
             args = self._convert(*args)
             if (self._direct is not None and isinstance(args[1], Tensor) and isinstance(args[2], Tensor)
                     and _ascend.device_target() == "CPU"):
-                self._direct(*args, self._check_direct(*args))
-                return _TOKEN
+                if self._token:
+                    self._direct(*args, self._check_direct(*args))
+                    return _TOKEN
+                if not _pynative_executor.requires_grad():  # else MindSpore must see the op (its bprop)
+                    names = self._check_direct(*args)
+                    out = _empty_like(args[0], names[0])
+                    self._direct(*args, names, out=out)
+                    return out
             before = error_count(self._library)
             waits = self._caller_waits
             if waits is not None:

@@ -441,3 +441,32 @@ def test_conversion_needing_the_parameter_converted_is_type_and_runtime_error(mo
     x32 = Parameter(Tensor(np.zeros((4, 3), np.float32)), name="q")
     out = callable_for(op, "function")(x32, Tensor(i), Tensor(u.astype(np.float16)))
     assert out.dtype == ms.float32
+
+
+# ------------------------------------------------------------------ ties of -0.0 and +0.0
+
+@pytest.mark.parametrize("mode", ["PYNATIVE", "GRAPH"], indirect=True)
+@pytest.mark.parametrize("op", ["ScatterMax", "ScatterNdMin", "TensorScatterMax", "TensorScatterMin"])
+def test_signed_zero_ties_keep_the_value_already_there(mode, op):
+    x = np.array([-0.0, 0.0, -0.0, 0.0], np.float32)
+    i = _indices(op, [0, 1, 2, 2, 3, 3])
+    u = np.array([0.0, -0.0, 0.0, -0.0, -0.0, 0.0], np.float32)
+    fn = callable_for(op, "function")
+    if in_place(op):
+        p = Parameter(Tensor(x), name="p")
+        if mode == "GRAPH":
+            class Net(nn.Cell):
+                def __init__(self):
+                    super().__init__()
+                    self.p = p
+
+                def construct(self, idx, upd):
+                    return fn(self.p, idx, upd)
+            Net()(Tensor(i), Tensor(u))
+        else:
+            fn(p, Tensor(i), Tensor(u))
+        got = p.asnumpy()
+    else:
+        f = ms.jit(fn) if mode == "GRAPH" else fn
+        got = f(Tensor(x), Tensor(i), Tensor(u)).asnumpy()
+    assert np.signbit(got).tolist() == np.signbit(x).tolist(), got
