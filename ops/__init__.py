@@ -12,6 +12,7 @@ from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionErr
                    get_num_threads, set_num_threads, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
 from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
+from . import distributed  # noqa: F401  (scale-out: replicated and row-sharded tables, ms_scatter.distributed)
 
 __version__ = "0.1.0"
 

@@ -27,7 +27,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _grad, infer
-from ._lib import caller_waits_setter, error_count, raise_kernel_error
+from ._lib import caller_waits_setter, error_count, kernel_func, raise_kernel_error
 
 _PYNATIVE_LOCK = threading.RLock()
 
@@ -41,17 +41,22 @@ _IN_PLACE_SIGNATURE = (
 class _ScatterKernel(ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
-    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None):
+    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, sharded=False):
         self.op_name = op_name
         self.family = family
         self._token = token
         self._infer_memo = {}
         # the aot library of the device target, or on Ascend / MS_SCATTER_KERNELS=hybrid the
-        # hybrid kernels (ops/_ascend.py)
-        self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
+        # hybrid kernels (ops/_ascend.py); the row-shard entries (a 4th input, ops/distributed.py)
+        # exist in the aot libraries only
+        if sharded:
+            (self._library, func), func_type = kernel_func(entry), "aot"
+        else:
+            self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
                          func_type=func_type, bprop=bprop)
-        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
+        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'] + (['shard'] if sharded else []),
+                                outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
         self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
@@ -192,6 +197,11 @@ class _InPlaceScatter(_ScatterKernel):
         # PYNATIVE: the O(updates) path; the result is the updated Parameter itself.
         return type(self)._function(input_x, indices, updates)
 
+    def shard(self, in_strategy=None, out_strategy=None):
+        """Semi-auto parallel: a row split of input_x (ms_scatter.distributed.shard_primitive)."""
+        from . import distributed  # pylint: disable=import-outside-toplevel  (it imports this module)
+        return distributed.shard_primitive(self, in_strategy, out_strategy)
+
 
 class _TensorScatter(_ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
@@ -199,6 +209,8 @@ class _TensorScatter(_ScatterKernel):
 
     def __init__(self):
         self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
+
+    shard = _InPlaceScatter.shard
 
 
 _FORMULA = {
