@@ -69,12 +69,14 @@ def install_sharded(kernels):
 def local_vectors(idx, shard, rows):
     """Index vectors (N, d) of global rows -> (vectors local to a shard of `rows` rows with
     rows outside it replaced by 0, (N,) bool: the row is in the shard)."""
-    row = idx[:, 0:1] - ops.cast(shard[0:1], idx.dtype)
+    n, depth = idx.shape
+    # (ops.slice: a Tensor's [] costs milliseconds on CPU in MindSpore 2.10's graphs)
+    row = ops.slice(idx, (0, 0), (n, 1)) - ops.cast(ops.slice(shard, (0,), (1,)), idx.dtype)
     owned = ops.logical_and(row >= 0, row < rows)
     local = ops.select(owned, row, ops.zeros_like(row))
-    if idx.shape[1] > 1:
-        local = ops.concat((local, idx[:, 1:]), 1)
-    return local, ops.reshape(owned, (idx.shape[0],))
+    if depth > 1:
+        local = ops.concat((local, ops.slice(idx, (0, 1), (n, depth - 1))), 1)
+    return local, ops.reshape(owned, (n,))
 
 
 def _gather(x, idx, shard):

@@ -22,9 +22,6 @@ test starts is ended (its process group), also on failure or timeout.
 """
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
 import time
 
@@ -32,85 +29,19 @@ import numpy as np
 import pytest
 
 from . import _distributed_worker as worker
+from ._launch import launch, log_tail
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_distributed_worker.py")
 TIMEOUT = float(os.environ.get("MS_SCATTER_DIST_TIMEOUT", "420"))
 RUNS = ("rank0", "rank1", "single")
-_CLUSTER_VARS = ("MS_ROLE", "MS_SCHED_HOST", "MS_SCHED_PORT", "MS_WORKER_NUM", "MS_NODE_ID")
-
-
-def _free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start(cmd, env, cwd, log):
-    with open(log, "w") as f:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(cmd, env=env, cwd=cwd, stdout=f, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-
-
-def _end(procs):
-    """Ends every process we started (and its children: each has its own process group)."""
-    for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 10
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
-
-
-def _tail(path, n=4000):
-    try:
-        with open(path, errors="replace") as f:
-            lines = [line for line in f if "WARNING" not in line and "[INFO]" not in line]
-        return "".join(lines)[-n:]
-    except OSError:
-        return "(no log)"
-
-
-def _launch(out):
-    """Runs the two ranks and the single-process reference; returns (elapsed, {name: code})."""
-    base = {k: v for k, v in os.environ.items() if k not in _CLUSTER_VARS}
-    base.update(MS_SCATTER_QUIET="1", PYTHONUNBUFFERED="1")
-    port = _free_port()
-    cluster = dict(base, MS_SCHED_HOST="127.0.0.1", MS_SCHED_PORT=str(port), MS_WORKER_NUM="2")
-    procs, names = [], []
-    start = time.monotonic()
-    try:
-        procs.append(_start([sys.executable, "-c", "from mindspore.communication import init; init()"],
-                            dict(cluster, MS_ROLE="MS_SCHED"), out, os.path.join(out, "scheduler.log")))
-        names.append("scheduler")
-        for r in range(2):
-            procs.append(_start([sys.executable, WORKER, out], dict(cluster, MS_ROLE="MS_WORKER", MS_NODE_ID=str(r)),
-                                out, os.path.join(out, f"worker{r}.log")))
-            names.append(f"worker{r}")
-        procs.append(_start([sys.executable, WORKER, out, "--single"], base, out, os.path.join(out, "single.log")))
-        names.append("single")
-        deadline = start + TIMEOUT
-        while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-            time.sleep(0.2)
-    finally:
-        _end(procs)
-    return time.monotonic() - start, {n: p.returncode for n, p in zip(names, procs)}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("distributed"))
-    elapsed, codes = _launch(out)
-    logs = {n: _tail(os.path.join(out, f"{n}.log")) for n in ("scheduler", "worker0", "worker1", "single")}
+    elapsed, codes = launch([sys.executable, WORKER, out], out, workers=2,
+                            extra=[("single", [sys.executable, WORKER, out, "--single"])], timeout=TIMEOUT)
+    logs = {n: log_tail(os.path.join(out, f"{n}.log")) for n in ("scheduler", "worker0", "worker1", "single")}
     results, arrays = {}, {}
     for name in RUNS:
         try:
@@ -171,3 +102,14 @@ def test_training_equals_the_single_process_run(runs, what, mode):
     single = arrays[2][key]
     for name, a in zip(RUNS[:2], arrays[:2]):
         assert a[key].dtype == single.dtype and a[key].tobytes() == single.tobytes(), (name, a[key], single)
+
+
+def test_a_launch_past_its_deadline_is_ended(tmp_path):
+    """The launcher's own guarantee: processes still running at the deadline (here workers
+    that never finish) are ended, scheduler included, and the call returns."""
+    start = time.monotonic()
+    elapsed, codes = launch([sys.executable, "-c", "import time; time.sleep(600)"], str(tmp_path), workers=2,
+                            extra=[("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"])], timeout=3)
+    assert time.monotonic() - start < 30
+    assert set(codes) == {"scheduler", "worker0", "worker1", "sleeper"}
+    assert all(code is not None and code < 0 for code in codes.values()), codes  # ended by a signal

@@ -151,7 +151,10 @@ def test_block_gradients_compose_to_the_whole_gradient(op, mode):
     assert du_sum.tobytes() == du_whole.tobytes(), (du_sum, du_whole)
 
 
-@pytest.mark.parametrize("op", ["ScatterUpdate", "ScatterNdMin", "TensorScatterAdd"])
+# (GRAPH mode: MindSpore's first failure of a graph costs ~3 s: one operator there)
+@pytest.mark.parametrize("op, mode", [("ScatterUpdate", "PYNATIVE"), ("ScatterNdMin", "PYNATIVE"),
+                                      ("TensorScatterAdd", "PYNATIVE"), ("ScatterNdMin", "GRAPH")],
+                         indirect=["mode"])
 def test_an_index_outside_the_global_rows_fails_every_block(mode, op):
     x, indices, updates = _case(op)
     flat = indices.reshape(-1)
