@@ -35,7 +35,7 @@ replicated and sharded scatter receive ``(W - 1) n (d b_i + s b_v)`` bytes (AllG
 indices and updates); a lookup ``(W - 1) n b_i + (W - 1) W n s b_v`` (AllGather of the
 ids, then of every rank's rows for the global batch: MindSpore 2.10's CPU backend has no
 AlltoAll or ReduceScatter, and AllReduce only for float16/float32); its gradient
-``(W - 1) n (b_i + s b_v)``. int8/uint8/bool travel as int16 (CPU AllGather has no 1-byte
+``(W - 1) n (b_i + s b_v)``; the gradient of a scatter's updates ``(W - 1) W n s b_v``. int8/uint8/bool travel as int16 (CPU AllGather has no 1-byte
 kernel), and on CPU float64/int64 as their bytes in int32 words (MindSpore 2.10's CPU
 AllGather rounds float64 to float32 and truncates int64 to int32). Everything else is
 local: a replicated scatter applies ``W n`` updates on every rank, a sharded one only
@@ -47,7 +47,6 @@ from mindspore.common import dtype as mstype
 from mindspore.communication import GlobalComm, get_group_size, get_rank
 from mindspore.graph.api import _pynative_executor
 from mindspore.ops import constexpr
-from mindspore.ops import signature as sig
 
 from . import _grad, infer
 from ._ascend import use_hybrid
@@ -165,14 +164,6 @@ class BatchGather(nn.Cell):
 
 # ------------------------------------------------------------------ the row-shard kernels
 
-_IN_PLACE_SHARD_SIGNATURE = (
-    sig.make_sig('x', sig.sig_rw.RW_WRITE, dtype=sig.sig_dtype.T),
-    sig.make_sig('indices', dtype=sig.sig_dtype.T1),
-    sig.make_sig('updates', dtype=sig.sig_dtype.T),
-    sig.make_sig('shard', dtype=sig.sig_dtype.T2),
-)
-
-
 class _ShardKernel(_ScatterKernel):
     """One row-shard entry of the aot library: (input_x = a block of rows, indices of
     global rows, updates, shard = int64 (row_begin, global_rows)); in place with a token
@@ -182,9 +173,8 @@ class _ShardKernel(_ScatterKernel):
         token = family != "TensorScatter"
         entry = f"{op_name}_shard_token" if token else f"{op_name}_shard"
         bprop = None if token else _grad.out_of_place_bprop(reduction, family == "Scatter", sharded=True)
-        if token:
-            self.__mindspore_signature__ = _IN_PLACE_SHARD_SIGNATURE
         self._setup(op_name, family, entry, token=token, side_effect=token, bprop=bprop, sharded=True)
+        self.sharded = True
 
     def _check_info(self, shape, dtype):
         if infer.dtype_name(dtype) != "int64":
@@ -220,6 +210,13 @@ class _ShardKernel(_ScatterKernel):
             updates = updates.astype(getattr(mstype, infer.in_place_updates_dtype(
                 self.op_name, input_x.dtype, updates.dtype)))
         return super()._convert(input_x, indices, updates) + (shard,)
+
+
+@constexpr
+def _updates_dtype(op, x_dtype, updates_dtype):
+    """The in-place rule of implicit conversion (raises for one that would convert input_x)."""
+    infer.in_place_updates_dtype(op, x_dtype, updates_dtype)
+    return x_dtype
 
 
 class _ShardSlots(nn.Cell):
@@ -275,11 +272,18 @@ def _shard_function(family, reduction):
         return function, kernel
     call = _ShardInPlaceCall(kernel, reduction, family == "Scatter")
     slots = _ShardSlots(family == "Scatter")
+    # Updates of a lower dtype are converted here, by the in-place rule, in every mode: a
+    # 4-input signature on a Custom op would be applied by MindSpore's PYNATIVE signature
+    # cache (one per primitive name, "Custom") to the next 3-input ms_scatter call.
     if reduction in _grad.NEEDS_INPUT:
         def function(input_x, indices, updates, shard):
+            if isinstance(updates, Tensor) and updates.dtype != input_x.dtype:
+                updates = ops.cast(updates, _updates_dtype(op, input_x.dtype, updates.dtype))
             return call(input_x, indices, updates, shard, slots(input_x, indices, shard))
     else:
         def function(input_x, indices, updates, shard):
+            if isinstance(updates, Tensor) and updates.dtype != input_x.dtype:
+                updates = ops.cast(updates, _updates_dtype(op, input_x.dtype, updates.dtype))
             return call(input_x, indices, updates, shard, _grad._PLACEHOLDER)  # pylint: disable=protected-access
     return function, kernel
 

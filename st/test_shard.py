@@ -290,3 +290,23 @@ def test_shard_method_of_the_primitives():
         ms_scatter.ScatterAdd().shard(((2, 1), (1,), (1, 1)))
     with pytest.raises(ValueError, match="out_strategy is not supported"):
         ms_scatter.ScatterAdd().shard(((1, 1), (1,), (1, 1)), ((1, 1),))
+
+
+def test_vmap_of_a_row_shard_kernel_is_refused():
+    x = Tensor(np.ones((2, 4, 3), np.float32))
+
+    def f(x, i, u):
+        return distributed.shard_tensor_scatter_add(x, i, u, distributed.shard_info(0, 4))
+    with pytest.raises(ValueError, match="the row-shard kernels .* have no vmap rule"):
+        ms.vmap(f, in_axes=(0, None, None))(x, Tensor(np.array([[1]], np.int64)), Tensor(np.ones((1, 3), np.float32)))
+
+
+def test_updates_of_a_lower_dtype_are_converted_as_for_the_whole_operator(mode):
+    p = Parameter(Tensor(np.zeros((4, 2), np.float32)), name="conv")
+    i, u, info = Tensor(np.array([1, 5], np.int32)), Tensor(np.full((2, 2), 1.5, np.float16)), \
+        distributed.shard_info(0, 8)
+    if mode == "GRAPH":
+        ShardCell(distributed.shard_scatter_add, [p], True)(i, u, (info,))
+    else:
+        distributed.shard_scatter_add(p, i, u, info)
+    assert p.asnumpy().tolist() == [[0, 0], [1.5, 1.5], [0, 0], [0, 0]]  # row 5 is not in rows [0, 4)
