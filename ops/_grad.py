@@ -20,6 +20,13 @@ Update     dx = 0 where written, dout elsewhere; du_n = dout[idx_n] for the upda
 
 Integer dtypes get zero gradients (MindSpore's convention for non-float inputs).
 
+Row shards (ops/distributed.py): the same rules with ``shard`` = (row_begin, global_rows),
+input_x a block of rows and ``idx`` global: every rule is local to a destination slice,
+so the shard computes its own rows exactly; gathers give zeros and the helper scatters
+(the kernels' row-shard entries) skip the vectors outside the shard, whose d updates
+are -0.0 (the shard that holds the row computes them; -0.0 is the identity of a float sum,
+so adding up every shard's d updates gives the holder's bit for bit).
+
 In-place families: the kernel overwrites input_x, so the functional forms gather
 input_x at idx before the call for the rules that need it (Mul, Max, Min). In GRAPH
 mode that gather is removed when nothing differentiates the call; in PYNATIVE it runs
@@ -42,8 +49,10 @@ from mindspore.ops.operations import ZerosLike as _MsZerosLike
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
 NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
 
-# ms_scatter's own TensorScatter kernels, set by install() once they exist.
+# ms_scatter's own TensorScatter kernels, set by install() once they exist, and their
+# row-shard twins (a 4th input, the shard), set by install_sharded().
 _TS_ADD = _TS_MUL = _TS_DIV = _TS_MAX = _TS_UPDATE = None
+_TS_ADD_S = _TS_MUL_S = _TS_DIV_S = _TS_MAX_S = _TS_UPDATE_S = None
 
 
 def install(primitives):
@@ -54,6 +63,41 @@ def install(primitives):
     _TS_DIV = primitives["TensorScatterDiv"]()
     _TS_MAX = primitives["TensorScatterMax"]()
     _TS_UPDATE = primitives["TensorScatterUpdate"]()
+
+
+def install_sharded(kernels):
+    """Called by distributed.py with its row-shard TensorScatter kernels by reduction."""
+    global _TS_ADD_S, _TS_MUL_S, _TS_DIV_S, _TS_MAX_S, _TS_UPDATE_S
+    _TS_ADD_S, _TS_MUL_S, _TS_DIV_S = kernels["Add"], kernels["Mul"], kernels["Div"]
+    _TS_MAX_S, _TS_UPDATE_S = kernels["Max"], kernels["Update"]
+
+
+def local_vectors(idx, shard, rows):
+    """Index vectors (N, d) of global rows -> (vectors local to a shard of `rows` rows with
+    rows outside it replaced by 0, (N,) bool: the row is in the shard)."""
+    n, depth = idx.shape
+    # (ops.slice: a Tensor's [] costs milliseconds on CPU in MindSpore 2.10's graphs)
+    row = ops.slice(idx, (0, 0), (n, 1)) - ops.cast(ops.slice(shard, (0,), (1,)), idx.dtype)
+    owned = ops.logical_and(row >= 0, row < rows)
+    local = ops.select(owned, row, ops.zeros_like(row))
+    if depth > 1:
+        local = ops.concat((local, ops.slice(idx, (0, 1), (n, depth - 1))), 1)
+    return local, ops.reshape(owned, (n,))
+
+
+def _gather(x, idx, shard):
+    """x at index vectors idx (N, d); on a shard, zeros for the vectors outside it."""
+    if shard is None:
+        return ops.gather_nd(x, idx)
+    local, owned = local_vectors(idx, shard, x.shape[0])
+    rows = ops.gather_nd(x, local)
+    return ops.select(ops.broadcast_to(_broadcast_rows(owned, rows), rows.shape), rows, ops.zeros_like(rows))
+
+
+def _scatter(kernel, sharded_kernel, x, idx, upd, shard):
+    if shard is None:
+        return kernel(x, idx, upd)
+    return sharded_kernel(x, idx, upd, shard)
 
 
 def _prod(shape):
@@ -83,47 +127,48 @@ def _broadcast_rows(flags, like):
     return ops.reshape(flags, flags.shape + (1,) * (len(like.shape) - 1))
 
 
-def _rule(reduction, dout, idx, upd, xg, out):
-    """(d input_x, d updates in the flat (N,) + slice shape)."""
-    gather = ops.gather_nd
+def _rule(reduction, dout, idx, upd, xg, out, shard=None):
+    """(d input_x, d updates in the flat (N,) + slice shape); shard: see the module docstring."""
     if reduction == "Add":
-        return dout, gather(dout, idx)
+        return dout, _gather(dout, idx, shard)
     if reduction == "Sub":
-        return dout, -gather(dout, idx)
+        return dout, -_gather(dout, idx, shard)
     if reduction == "Div":
-        dx = dout * _TS_DIV(ops.ones_like(dout), idx, upd)
-        return dx, -gather(dout, idx) * gather(out, idx) / upd
+        dx = dout * _scatter(_TS_DIV, _TS_DIV_S, ops.ones_like(dout), idx, upd, shard)
+        return dx, -_gather(dout, idx, shard) * _gather(out, idx, shard) / upd
     if reduction == "Mul":
         is_zero = upd == 0
         nonzero = ops.select(is_zero, ops.ones_like(upd), upd)
-        zeros = _TS_ADD(ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype))
-        product = _TS_MUL(ops.ones_like(dout), idx, nonzero)  # of the nonzero updates
+        zeros = _scatter(_TS_ADD, _TS_ADD_S, ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype), shard)
+        product = _scatter(_TS_MUL, _TS_MUL_S, ops.ones_like(dout), idx, nonzero, shard)  # of the nonzero updates
         dx = dout * ops.select(zeros == 0, product, ops.zeros_like(product))
-        zg = gather(zeros, idx)
-        pg = gather(product, idx)
+        zg = _gather(zeros, idx, shard)
+        pg = _gather(product, idx, shard)
         none = ops.zeros_like(pg)
         others = ops.select(is_zero, ops.select(zg == 1, pg, none),
                             ops.select(zg == 0, pg / nonzero, none))
-        return dx, gather(dout, idx) * xg * others
+        return dx, _gather(dout, idx, shard) * xg * others
     if reduction in ("Max", "Min"):
-        og = gather(out, idx)
+        og = _gather(out, idx, shard)
         won_u = ops.cast(upd == og, dout.dtype)
-        won_x = _TS_UPDATE(ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype))
-        count = ops.maximum(_TS_ADD(won_x, idx, won_u), ops.ones_like(dout))
+        won_x = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype), shard)
+        count = ops.maximum(_scatter(_TS_ADD, _TS_ADD_S, won_x, idx, won_u, shard), ops.ones_like(dout))
         share = dout / count
-        return share * won_x, gather(share, idx) * won_u
+        return share * won_x, _gather(share, idx, shard) * won_u
     # Update
     n = idx.shape[0]
-    written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
+    written = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.zeros_like(dout), idx, ops.ones_like(upd), shard)
     order = ops.arange(n, dtype=mstype.int32)
-    last = _TS_MAX(ops.full(dout.shape[:idx.shape[1]], -1, dtype=mstype.int32), idx, order)
-    survived = ops.cast(gather(last, idx) == order, dout.dtype)
-    return dout * (1 - written), gather(dout, idx) * _broadcast_rows(survived, upd)
+    last = _scatter(_TS_MAX, _TS_MAX_S, ops.full(dout.shape[:idx.shape[1]], -1, dtype=mstype.int32), idx, order,
+                    shard)
+    survived = ops.cast(_gather(last, idx, shard) == order, dout.dtype)
+    return dout * (1 - written), _gather(dout, idx, shard) * _broadcast_rows(survived, upd)
 
 
-def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
+def grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard=None):
     """(d input_x, d updates) of one call; xg is input_x gathered at indices (shape of
-    updates) or None for the rules that do not use it."""
+    updates) or None for the rules that do not use it. On a row shard (shard given) the d
+    updates of vectors outside it are -0.0 (whatever xg holds there)."""
     if not _is_float(dout):
         return ops.zeros_like(dout), ops.zeros_like(updates)
     if dout.dtype == mstype.bfloat16:
@@ -137,19 +182,31 @@ def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
     upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
     if xg is not None:
         xg = ops.reshape(xg, flat_shape)
-    dx, du = _rule(reduction, dout, idx, upd, xg, out)
+    dx, du = _rule(reduction, dout, idx, upd, xg, out, shard)
+    if shard is not None:
+        # -0.0 outside the shard: summed over the shards, it leaves the holder's value bit for bit
+        _, owned = local_vectors(idx, shard, x.shape[0])
+        du = ops.select(ops.broadcast_to(_broadcast_rows(owned, du), du.shape), du, -ops.zeros_like(du))
     return dx, ops.cast(ops.reshape(du, updates.shape), updates.dtype)
 
 
-def out_of_place_bprop(reduction, depth_one):
-    """bprop of a TensorScatter kernel: input_x is intact."""
+def out_of_place_bprop(reduction, depth_one, sharded=False):
+    """bprop of a TensorScatter kernel: input_x is intact. sharded: the row-shard kernel
+    (a 4th input, the shard)."""
     def bprop(x, indices, updates, out, dout):
         xg = None
         if reduction in NEEDS_INPUT:
             xg = ops.gather_nd(ops.cast(x, mstype.float32) if x.dtype == mstype.bfloat16 else x, indices)
         dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
         return dx, ops.zeros_like(indices), du
-    return bprop
+
+    def sharded_bprop(x, indices, updates, shard, out, dout):
+        xg = None
+        if reduction in NEEDS_INPUT:
+            xg = _gather(x, _flatten(x, indices, depth_one)[0], shard)
+        dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard)
+        return dx, ops.zeros_like(indices), du, ops.zeros_like(shard)
+    return sharded_bprop if sharded else bprop
 
 
 class _WhileRecording:

@@ -137,6 +137,9 @@ def _tensor_scatter_rule(prim, axis_size):
 
 
 def _our_rule(prim, axis_size):
+    if getattr(prim, "sharded", False):
+        raise infer.op_error(ValueError, prim.op_name, "the row-shard kernels (ms_scatter.distributed) have no vmap "
+                                                       "rule, but got a vmap over one.")
     if isinstance(prim, _TensorScatter):
         return _tensor_scatter_rule(prim, axis_size)
     return _in_place_rule(prim, axis_size)

@@ -28,7 +28,8 @@ from mindspore.ops.operations import Depend as _MsDepend
 from mindspore.ops import constexpr
 
 from . import _ascend, _docs, _eager, _grad, infer
-from ._lib import CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, raise_kernel_error
+from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
+                   raise_kernel_error)
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
 # implicit conversion would name the op "primitive[Custom]"; the in-place functions
@@ -90,17 +91,22 @@ def in_place_updates(op, input_x, updates):
 class _ScatterKernel(ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
-    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None):
+    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, sharded=False):
         self.op_name = op_name
         self.family = family
         self._token = token
         self._infer_memo = {}
         # the aot library of the device target, or on Ascend a placeholder: calls then go
-        # through ops/_ascend.py's AscendOp
-        self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
+        # through ops/_ascend.py's AscendOp; the row-shard entries (a 4th input,
+        # ops/distributed.py) exist in the aot libraries only
+        if sharded:
+            (self._library, func), func_type = kernel_func(entry), "aot"
+        else:
+            self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
                          func_type=func_type, bprop=bprop)
-        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
+        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'] + (['shard'] if sharded else []),
+                                outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
         self._hybrid = _ascend.attach(self) if func_type != "aot" else None
@@ -278,6 +284,11 @@ class _InPlaceScatter(_ScatterKernel):
     def __deepcopy__(self, memo):
         return type(self)(use_locking=self.use_locking)
 
+    def shard(self, in_strategy=None, out_strategy=None):
+        """Semi-auto parallel: a row split of input_x (ms_scatter.distributed.shard_primitive)."""
+        from . import distributed  # pylint: disable=import-outside-toplevel  (it imports this module)
+        return distributed.shard_primitive(self, in_strategy, out_strategy)
+
 
 class _TensorScatter(_ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
@@ -301,6 +312,8 @@ class _TensorScatter(_ScatterKernel):
         kernel = cls.__new__(cls)
         kernel._init_kernel()  # pylint: disable=protected-access
         return kernel
+
+    shard = _InPlaceScatter.shard
 
     def __deepcopy__(self, memo):
         return type(self)()

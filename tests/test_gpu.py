@@ -2,8 +2,8 @@
 
 Wherever nvcc exists (skipped with the reason where it does not):
 * the library compiles for sm_90 without a warning, and exports exactly the CPU
-  library's entry points (nm -D): the 35 aot entries, ms_scatter_last_error and
-  ms_scatter_format_error and ms_scatter_call_counts; only the
+  library's entry points (nm -D): the 35 aot entries, the 21 row-shard entries,
+  ms_scatter_last_error, ms_scatter_format_error and ms_scatter_call_counts; only the
   CPU thread-pool controls are CPU-only;
 * argument errors found on the host give the CPU library's code and message (no device
   needed: they return before any CUDA call);
@@ -129,7 +129,8 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
     expected = {ms_testing.entry_name(op, out) for op, out in ENTRIES} | {"ms_scatter_last_error",
                                                                           "ms_scatter_format_error",
                                                                           "ms_scatter_call_counts"}
-    assert len(ENTRIES) == 35 and gpu == expected
+    shards = {ms_testing.entry_name(f + r, sharded=True) for f in infer.FAMILIES for r in infer.REDUCTIONS}
+    assert len(ENTRIES) == 35 and len(shards) == 21 and gpu == expected | shards
     assert "warning" not in output.lower(), output
 
 

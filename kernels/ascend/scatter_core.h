@@ -469,7 +469,7 @@ inline int tiling_for_call(const char *op, bool is_div, const int *ndims, int64_
   int nd[4] = {ndims[0], ndims[1], ndims[2], ndims[0]};
   int64_t *sh[4] = {shapes[0], shapes[1], shapes[2], shapes[0]};
   Plan p;
-  if (make_plan(op, IndexMode::kNd, 4, nd, sh, &p) != kOk) return kBadArguments;
+  if (make_plan(op, IndexMode::kNd, false, 4, nd, sh, &p) != kOk) return kBadArguments;
   DtypeInfo v;
   int64_t index_bytes = 0;
   if (!ascend_value_dtype(x_dtype, &v) || !ascend_index_dtype(index_dtype, &index_bytes)) {

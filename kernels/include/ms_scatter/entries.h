@@ -1,11 +1,14 @@
 // ms-scatter: the exported aot entry points, generated from MS_SCATTER_REDUCTIONS for
 // every backend. Include at the end of a backend's source, after it has defined
-//   template <typename Op> int ms_scatter::dispatch(const char *op, IndexMode, OutputMode,
+//   template <typename Op> int ms_scatter::dispatch(const char *op, IndexMode, OutputMode, bool sharded,
 //       int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream);
 //
 //   Scatter<R>_token / ScatterNd<R>_token    in place on input_x, 1-element int32 output
 //   Scatter<R>_return / ScatterNd<R>_return  in place, plus a copy of the result
 //   TensorScatter<R>                         out of place (input_x untouched)
+//   Scatter<R>_shard_token / ScatterNd<R>_shard_token / TensorScatter<R>_shard
+//                                            the same on a row shard: a 4th input, int64
+//                                            (row_begin, global_rows) (Plan::sharded)
 // and ms_scatter_call_counts: how often each entry point was launched (what
 // `python -m ms_scatter.patch --report` prints; one relaxed atomic add per call).
 #ifndef MS_SCATTER_ENTRIES_H_
@@ -23,7 +26,8 @@
 namespace ms_scatter {
 #define MSS_IDS(R, OP) \
   kCalls_Scatter##R##_token, kCalls_Scatter##R##_return, kCalls_ScatterNd##R##_token, kCalls_ScatterNd##R##_return, \
-      kCalls_TensorScatter##R,
+      kCalls_TensorScatter##R, kCalls_Scatter##R##_shard_token, kCalls_ScatterNd##R##_shard_token,                  \
+      kCalls_TensorScatter##R##_shard,
 enum EntryId { MS_SCATTER_REDUCTIONS(MSS_IDS) kEntryCount };
 #undef MSS_IDS
 inline std::atomic<unsigned long long> *entry_calls() {
@@ -34,23 +38,26 @@ inline std::atomic<unsigned long long> *entry_calls() {
 
 #define MSS_AOT_ARGS \
   int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *
-#define MSS_ENTRY(NAME, OPNAME, OP, IM, OM)                                                                \
+#define MSS_ENTRY(NAME, OPNAME, OP, IM, OM, SHARDED)                                                       \
   MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                                      \
     ms_scatter::entry_calls()[ms_scatter::kCalls_##NAME].fetch_add(1, std::memory_order_relaxed);          \
     try {                                                                                                  \
-      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, nparam, \
-                                      params, ndims, shapes, dtypes, stream);                              \
+      return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, SHARDED, \
+                                      nparam, params, ndims, shapes, dtypes, stream);                      \
     } catch (const std::exception &e) { /* e.g. bad_alloc: never let it cross the C ABI */                \
       ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OPNAME, e.what()); \
       return ms_scatter::kBadArguments;                                                                    \
     }                                                                                                      \
   }
-#define MSS_ENTRIES(R, OP)                                              \
-  MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken)   \
-  MSS_ENTRY(Scatter##R##_return, "Scatter" #R, OP, kFirstAxis, kReturn) \
-  MSS_ENTRY(ScatterNd##R##_token, "ScatterNd" #R, OP, kNd, kToken)      \
-  MSS_ENTRY(ScatterNd##R##_return, "ScatterNd" #R, OP, kNd, kReturn)    \
-  MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor)
+#define MSS_ENTRIES(R, OP)                                                           \
+  MSS_ENTRY(Scatter##R##_token, "Scatter" #R, OP, kFirstAxis, kToken, false)         \
+  MSS_ENTRY(Scatter##R##_return, "Scatter" #R, OP, kFirstAxis, kReturn, false)       \
+  MSS_ENTRY(ScatterNd##R##_token, "ScatterNd" #R, OP, kNd, kToken, false)            \
+  MSS_ENTRY(ScatterNd##R##_return, "ScatterNd" #R, OP, kNd, kReturn, false)          \
+  MSS_ENTRY(TensorScatter##R, "TensorScatter" #R, OP, kNd, kTensor, false)           \
+  MSS_ENTRY(Scatter##R##_shard_token, "Scatter" #R, OP, kFirstAxis, kToken, true)    \
+  MSS_ENTRY(ScatterNd##R##_shard_token, "ScatterNd" #R, OP, kNd, kToken, true)       \
+  MSS_ENTRY(TensorScatter##R##_shard, "TensorScatter" #R, OP, kNd, kTensor, true)
 MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 #undef MSS_ENTRIES
 #undef MSS_ENTRY
@@ -59,8 +66,9 @@ MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 // Fills names[k] / counts[k] for the first `cap` entry points (either may be null);
 // returns how many entry points there are.
 MSS_EXPORT int ms_scatter_call_counts(const char **names, unsigned long long *counts, int cap) {
-#define MSS_NAMES(R, OP) \
-  "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R,
+#define MSS_NAMES(R, OP)                                                                                          \
+  "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R, \
+      "Scatter" #R "_shard_token", "ScatterNd" #R "_shard_token", "TensorScatter" #R "_shard",
   static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES)};
 #undef MSS_NAMES
   static_assert(sizeof kNames / sizeof kNames[0] == ms_scatter::kEntryCount, "one name per entry point");
