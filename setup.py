@@ -14,6 +14,12 @@ Build switches (environment variables at install time):
   MS_SCATTER_NVCC         the nvcc to use (empty: act as if there were none).
   MS_SCATTER_CUDA_ARCHS   comma-separated SM versions (default 75,80,86,89,90 + PTX).
   MS_SCATTER_NVCC_FLAGS   extra nvcc flags; MS_SCATTER_CUDART=static|shared (default static).
+  MS_SCATTER_ASCEND       unset: build the Ascend kernels (a CANN custom-op package, installed as
+                          ms_scatter/kernels/ascend/opp/vendors/ms_scatter) when a CANN toolkit is
+                          found; 1: require it (fail without CANN); 0: never.
+  MS_SCATTER_CANN         the CANN toolkit root (empty: act as if there were none); default
+                          $ASCEND_HOME_PATH and the usual install paths (kernels/ascend/build_ascend.py).
+  MS_SCATTER_ASCEND_SOCS  ';'-separated SoCs (default ascend910b;ascend910_93).
 """
 import importlib.util
 import os
@@ -48,16 +54,39 @@ class BuildKernels(build_ext):
     def run(self):
         super().run()
         self.build_gpu()
+        self.build_ascend()
+
+    def _load(self, name, *path):
+        spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, *path))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    def build_ascend(self):
+        wanted = os.environ.get("MS_SCATTER_ASCEND", "")
+        if wanted == "0":
+            print("ms_scatter: Ascend kernels not built (MS_SCATTER_ASCEND=0)")
+            return
+        build_ascend = self._load("ms_scatter_build_ascend", "kernels", "ascend", "build_ascend.py")
+        cann = build_ascend.find_cann()
+        if not cann:
+            if wanted == "1":
+                raise RuntimeError("MS_SCATTER_ASCEND=1 but no CANN toolkit was found (set MS_SCATTER_CANN or "
+                                   "ASCEND_HOME_PATH, or source the toolkit's set_env.sh)")
+            print("ms_scatter: no CANN toolkit found; the Ascend kernels are not built")
+            return
+        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
+        socs = tuple(s for s in os.environ.get("MS_SCATTER_ASCEND_SOCS", "").split(";") if s) or \
+            build_ascend.DEFAULT_SOCS
+        build_ascend.build(os.path.join(base, "ascend", "opp"), cann, socs,
+                           work=os.path.join(os.path.abspath(self.build_temp), "ascend"), verbose=True)
 
     def build_gpu(self):
         wanted = os.environ.get("MS_SCATTER_GPU", "")
         if wanted == "0":
             print("ms_scatter: GPU library not built (MS_SCATTER_GPU=0)")
             return
-        spec = importlib.util.spec_from_file_location("ms_scatter_build_gpu",
-                                                      os.path.join(HERE, "kernels", "gpu", "build_gpu.py"))
-        build_gpu = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(build_gpu)
+        build_gpu = self._load("ms_scatter_build_gpu", "kernels", "gpu", "build_gpu.py")
         nvcc = build_gpu.find_nvcc()
         if not nvcc:
             if wanted == "1":
@@ -80,7 +109,7 @@ setup(
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.9",
-    packages=["ms_scatter", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
+    packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
     ext_modules=[
         Extension(
@@ -97,9 +126,8 @@ setup(
     cmdclass={"build_ext": BuildKernels},
     install_requires=["mindspore==2.10.0", "numpy<2"],
     extras_require={
-        "test": ["pytest", "hypothesis", "decorator"],
+        "test": ["pytest", "hypothesis"],
         "bench": ["matplotlib", "torch==2.13.0", "jax[cpu]==0.7.1"],  # torch 2.13 CPU wheel; jax 0.7 works with numpy<2
-        "ascend": ["decorator"],  # AKG hybrid kernels (kernels/ascend)
     },
     zip_safe=False,
 )

@@ -12,6 +12,10 @@ from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionErr
                    get_num_threads, set_num_threads, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
 from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
+from . import patch  # noqa: F401  (a callable module: ms_scatter.patch() and python -m ms_scatter.patch)
+from ._lib import call_counts
+from ._patch import patched, unpatch
+from . import distributed  # noqa: F401  (scale-out: replicated and row-sharded tables, ms_scatter.distributed)
 
 __version__ = "0.1.0"
 
@@ -20,4 +24,4 @@ globals().update(FUNCTIONS)
 
 __all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
     "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
-    "set_num_threads", "get_num_threads"]
+    "set_num_threads", "get_num_threads", "call_counts", "patch", "unpatch", "patched"]

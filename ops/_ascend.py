@@ -1,61 +1,86 @@
-"""The Ascend path: the 21 primitives and 21 functions on the AKG hybrid kernels
-(``ms_scatter.kernels.ascend.hybrid``) instead of an aot library.
+"""The Ascend path: the 21 primitives and 21 functions on an Ascend device target, through
+MindSpore 2.10's route for Ascend kernels: ``ops.Custom("<OpName>", func_type="aot")`` naming
+an op of a CANN custom-op package (ours: vendor "ms_scatter", built by ``pip install .`` where
+a CANN toolkit is found, see kernels/ascend/build_ascend.py).
 
-Which path runs:
+The package: seven CANN ops ``MsScatterNd<R>`` (R = Add ... Update), one engine
+(kernels/ascend/scatter_core.h): inputs x, indices (..., d), updates; outputs y (x with the
+updates, out of place) and status int64[4] = [code, flat position, value, 0] (code 0, 2 = index
+out of range, 3 = integer division by zero). The kernel checks every index vector (and every
+integer divisor) before it scatters anything; on an error y equals x.
 
-* a primitive takes this path when it is *constructed* with the device target "Ascend", or
-  with ``MS_SCATTER_KERNELS=hybrid`` on any target (how the tests run it on CPU);
-* a function decides at each call in PYNATIVE and at each compile in GRAPH mode / under
-  ``jit`` (``hybrid_selected``, a constexpr), by the same rule.
+At import (this module is imported by ``import ms_scatter``) the package's vendor directory is
+put first in ASCEND_CUSTOM_OPP_PATH: MindSpore reads that variable once, at its first aclnn
+lookup, so ms_scatter must be imported before the process runs its first Ascend op (or the
+variable exported by the user: ``python -m ms_scatter.kernels.ascend`` prints the line).
 
-How a call runs there (x = input_x, u = updates); a hybrid kernel is always out of place
-and cannot raise, so everything the aot kernels check is checked around it:
+Which path runs: a primitive takes this path when it is *constructed* with the device target
+Ascend; a function decides at each call in PYNATIVE and at each compile in GRAPH mode / under
+``jit`` (``ascend_selected``, a constexpr). ``MS_SCATTER_ASCEND_EMULATION=<library>`` takes
+the path on any target with that library's ``MsScatterNd<R>`` aot entries as the op (the
+tests: tests/ascend_core_driver.cc, the same core built for the host).
 
-* PYNATIVE (``HybridOp.__call__``): MindSpore's implicit dtype conversion as on the aot path,
-  the shape/dtype rules of ``ms_scatter.infer``, then the indices (and, for integer Div,
-  the updates) are read to the host and checked with numpy: an out-of-range or negative
-  index raises ``ScatterIndexError``, a zero divisor ``ScatterZeroDivisionError``, with the
-  CPU kernels' message, before anything is launched. Then ``HybridScatter`` (views, the
-  kernel, out of place) and, for Scatter*/ScatterNd*, ``ops.assign(x, out)``; the result is
-  the updated Parameter (a Tensor sharing its memory, as on the aot path). In a graph an
-  in-place primitive or function returns the assigned Parameter, as on the aot path.
-* GRAPH / jit (``GraphScatter.construct``): the same shape/dtype rules at compile time; a
-  validity flag computed in the graph from the indices (and the divisors); where
-  ``ops.Assert`` exists (device target CPU or GPU) it fails the step with MindSpore's
-  ``RuntimeError("assert failed")`` before the kernel and the assign run (MindSpore prints
-  ``input data: [code position value]``: code 2 = index, 3 = zero divisor, position
-  flat in indices/updates); on Ascend, where MindSpore documents no Assert, an invalid
-  call is *gated*: the kernel receives only index vectors it skips (or divisors of 1),
-  so nothing is written and the step does not fail. The gate is in the graph on every
-  target, behind the Assert.
+How a call runs (x = input_x, u = updates):
 
-How MindSpore is made to run that graph for a *primitive*: a primitive is compiled as one
-kernel node, which cannot assign a Parameter. A hybrid-path primitive instance therefore
-carries ``__ms_class__`` (what ``mindspore.jit_class`` sets) and an instance attribute
-``__call__``: MindSpore's graph parser then treats the instance as a jit class and parses
-``getattr(obj, "__call__")`` (measured on MindSpore 2.10: the instance attribute wins),
-i.e. ``HybridOp.graph_call``; Python's own call still uses the class's ``__call__``
-(the PYNATIVE path).
+* every family is ScatterNd: Scatter* indices get a trailing axis of 1 (a reshape);
+* PYNATIVE (``AscendOp.__call__``): MindSpore's implicit conversion, ms_scatter's shape and
+  dtype rules, the op; its status is read back (32 bytes) and an error is raised as on the
+  other backends (``ScatterIndexError`` / ``ScatterZeroDivisionError``, the CPU kernels'
+  message, formatted by the CPU library from the status), nothing written; then, for the
+  in-place families, ``ops.assign(x, y)``: the result is the updated Parameter (a Tensor
+  sharing its memory);
+* GRAPH / jit (``AscendCall.construct``): the same rules at compile time, the op, and for the
+  in-place families ``ops.assign(x, y)``; the result is the assigned Parameter. An invalid call
+  writes nothing (y = x) and does not fail the step: MindSpore documents ``ops.Assert`` for
+  CPU and GPU only, and an aot kernel on Ascend reports through outputs only.
 
-Costs: in place is O(x) + O(u) here (the kernel copies x, the assign writes x back), not
-O(u) as on the aot path; PYNATIVE also copies the indices (and integer Div's updates) to
-the host. Each new (kernel, shape, dtype) is an AKG compile (2-3 s for the first,
-measured on CPU); dynamic shapes are refused (the hybrid kernels need static shapes).
+How MindSpore is made to run that graph for a *primitive*: a primitive compiles as one kernel
+node, which cannot assign; an Ascend-path primitive carries ``__ms_class__`` and an instance
+attribute ``__call__`` (``AscendOp.graph_call``), which MindSpore's graph parser calls instead
+(measured on MindSpore 2.10).
+
+Costs: in place is O(x) + O(u) here (the op writes y, the assign copies it into x), not O(u);
+PYNATIVE also reads the status back (a 32-byte device-to-host copy, which waits for the op).
+``MS_SCATTER_KERNELS=host`` (PYNATIVE only, for a target without our package): each call
+copies x, indices and updates to the host, runs the CPU kernel there and copies the result back.
 """
-import importlib.util
 import os
 
 import numpy as np
-from mindspore import Tensor, context, nn, ops
+from mindspore import Parameter, Tensor, context, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
-from mindspore.ops import constexpr
+from mindspore.ops import CustomRegOp, DataType, constexpr
 
-from . import infer
-from ._lib import INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO, ScatterIndexError, ScatterZeroDivisionError, kernel_func
+from . import _grad, infer
+from ._lib import (INDEX_OUT_OF_RANGE, KERNEL_DIR, PYNATIVE_LOCK, ScatterIndexError, error_type, format_error,
+                   host_call, kernel_func)
 
 ENV = "MS_SCATTER_KERNELS"
-SETTINGS = ("auto", "hybrid")
+SETTINGS = ("auto", "host")
+EMULATION_ENV = "MS_SCATTER_ASCEND_EMULATION"
+CUSTOM_OPP_ENV = "ASCEND_CUSTOM_OPP_PATH"
+
+# What the Ascend op registers: every value dtype but float64 (an AI core has no double
+# arithmetic), both index dtypes.
+# what op_host registers (dtypes.h: MS_SCATTER_ASCEND_VALUE_DTYPES): the AI core has no double;
+# bfloat16 and the wide unsigned types are not registered
+ASCEND_VALUE_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8")
+ASCEND_INDEX_DTYPES = infer.INDEX_DTYPES
+OP_PREFIX = "MsScatterNd"
+OPP_ROOT = os.path.join(KERNEL_DIR, "ascend", "opp")
+VENDOR_DIR = os.path.join(OPP_ROOT, "vendors", "ms_scatter")
+STATUS_WORDS = 4
+CANN_VERSIONS = ("8.2", "8.3", "8.5", "9.0", "9.1")  # MindSpore 2.10's AscendEnvChecker
+
+MISSING_PACKAGE = (
+    "ms_scatter: no Ascend kernels are installed: ms_scatter was installed without a CANN toolkit, so its "
+    "CANN custom-op package (kernels/ascend) was not built ({vendor} is missing). On a machine with a CANN "
+    "toolkit (MindSpore 2.10 supports CANN {versions}): source the toolkit's set_env.sh (or set MS_SCATTER_CANN "
+    "to its root) and reinstall from the ms-scatter sources: MS_SCATTER_ASCEND=1 pip install --no-deps "
+    "--force-reinstall <ms-scatter source directory>. To run without it in PYNATIVE mode through host memory "
+    "(each call copies input_x, indices and updates to the host, runs the CPU kernel and copies the result "
+    "back), set MS_SCATTER_KERNELS=host.")
 
 try:  # what context.get_context("device_target") reads, without its checks (0.7 us instead of 9 us)
     from mindspore.context import _context as _ms_context, ms_ctx_param as _ms_ctx_param
@@ -67,72 +92,124 @@ except ImportError:  # pragma: no cover - other MindSpore versions
         return context.get_context("device_target")
 
 
+# ------------------------------------------------------------------ the package and the switches
+
+def package_installed():
+    return os.path.isfile(os.path.join(VENDOR_DIR, "op_api", "lib", "libcust_opapi.so"))
+
+
+def expose_package():
+    """Put our vendor directory first in ASCEND_CUSTOM_OPP_PATH (if the package is installed).
+    Returns the directory, or None."""
+    if not package_installed():
+        return None
+    paths = [p for p in os.environ.get(CUSTOM_OPP_ENV, "").split(":") if p]
+    if VENDOR_DIR not in paths:
+        os.environ[CUSTOM_OPP_ENV] = ":".join([VENDOR_DIR] + paths)
+    return VENDOR_DIR
+
+
+expose_package()
+
+
 def kernels_setting():
-    """MS_SCATTER_KERNELS: 'auto' (default: hybrid kernels on Ascend, aot on CPU/GPU) or
-    'hybrid' (the hybrid kernels on any target)."""
+    """MS_SCATTER_KERNELS: 'auto' (default: our kernels of the device target) or 'host' (on an
+    Ascend target without our package, PYNATIVE calls run on the host's CPU kernel)."""
     value = os.environ.get(ENV, "").strip().lower() or "auto"
     if value not in SETTINGS:
         raise ValueError(f"ms_scatter: {ENV} must be one of {', '.join(SETTINGS)}, but got {value!r}.")
     return value
 
 
-def use_hybrid(target=None):
-    """Whether a primitive constructed now (a function called now) takes the hybrid path."""
-    return kernels_setting() == "hybrid" or (target or device_target()) == "Ascend"
+def emulation_library():
+    """MS_SCATTER_ASCEND_EMULATION: a host library with the Ascend op's aot entries (tests)."""
+    return os.environ.get(EMULATION_ENV) or None
+
+
+def use_ascend_path(target=None):
+    """Whether a primitive constructed now (a function called now) takes the Ascend path."""
+    return emulation_library() is not None or (target or device_target()) == "Ascend"
 
 
 @constexpr
-def hybrid_selected():
+def ascend_selected():
     """The functions' switch: plain Python in PYNATIVE, folded once per compile in a graph."""
-    return use_hybrid()
+    return use_ascend_path()
 
 
-def hybrid_module():
-    """ms_scatter.kernels.ascend.hybrid; AKG's build server needs the 'decorator' package."""
-    if importlib.util.find_spec("decorator") is None:
-        raise ImportError("ms_scatter: the hybrid kernels (device target Ascend or MS_SCATTER_KERNELS=hybrid) "
-                          "need the 'decorator' package for MindSpore's AKG compiler: pip install decorator "
-                          "(or pip install \"ms-scatter[ascend]\").")
-    from .kernels.ascend import hybrid  # pylint: disable=import-outside-toplevel
-    return hybrid
+def _never_launched(*args):
+    raise RuntimeError("ms_scatter: an Ascend-path primitive's own kernel was launched; its calls go through "
+                       "ms_scatter._ascend.AscendOp")
 
 
 def kernel_choice(op_name, entry):
     """(library path or None, ``func`` of ops.Custom, func_type) of a primitive constructed now:
-    the aot entry point, or on the hybrid path the op's first hybrid kernel (the primitive
-    object itself is then never launched: its calls go through ``attach``)."""
-    if use_hybrid():
-        return None, hybrid_module().kernel_function(op_name, 1, "float32"), "hybrid"
+    the aot entry point of the device target's library, or on the Ascend path a placeholder
+    (the primitive object is then never launched: its calls go through ``attach``)."""
+    if use_ascend_path():
+        return None, _never_launched, "pyfunc"
     path, func = kernel_func(entry)
     return path, func, "aot"
 
 
 def attach(primitive):
-    """Put a hybrid-path primitive on the hybrid path in every mode (see the module docstring):
-    returns the ``HybridOp`` that its ``__call__`` uses in PYNATIVE. In a graph an in-place
-    primitive, like a function, returns the updated Parameter itself (as the aot path does)."""
-    op = HybridOp(primitive.op_name, primitive.family, primitive._convert)  # pylint: disable=protected-access
+    """Put an Ascend-path primitive on the Ascend path in every mode (module docstring):
+    returns the ``AscendOp`` its ``__call__`` uses in PYNATIVE."""
+    op = AscendOp(primitive.op_name, primitive.family, primitive._convert)  # pylint: disable=protected-access
     primitive.__ms_class__ = True
     primitive.__call__ = op.graph_call
     return op
 
 
-# ------------------------------------------------------------------ rules and messages
+# ------------------------------------------------------------------ the Ascend op
 
-def _shape_str(shape):
-    return str(tuple(int(d) for d in shape))  # "(4, 3)", "(4,)", "()": as the C++ kernels print shapes
-
-
-def index_message(op, x_shape, dim, value, position, indices_shape):
-    return (f"For '{op}', each value of 'indices' must be in [0, {int(x_shape[dim])}) (dimension {dim} of "
-            f"'input_x' with shape {_shape_str(x_shape)}), but got {int(value)} at position "
-            f"{_shape_str(position)} of 'indices' (shape {_shape_str(indices_shape)}).")
+_DATA_TYPES = {"float16": DataType.F16_Default, "float32": DataType.F32_Default, "int8": DataType.I8_Default,
+               "int16": DataType.I16_Default, "int32": DataType.I32_Default, "int64": DataType.I64_Default,
+               "uint8": DataType.U8_Default}
 
 
-def zero_division_message(op, position, updates_shape):
-    return (f"For '{op}', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
-            f"but got 0 at position {_shape_str(position)} of 'updates' (shape {_shape_str(updates_shape)}).")
+def reg_info(name):
+    """The registration of one CANN op (names and dtypes as op_host/ms_scatter_nd.cpp defines them)."""
+    info = (CustomRegOp(name)
+            .input(0, "x", "required").input(1, "indices", "required").input(2, "updates", "required")
+            .output(0, "y", "required").output(1, "status", "required"))
+    for value in ASCEND_VALUE_DTYPES:
+        for index in ASCEND_INDEX_DTYPES:
+            info = info.dtype_format(_DATA_TYPES[value], _DATA_TYPES[index], _DATA_TYPES[value],
+                                     _DATA_TYPES[value], DataType.I64_Default)
+    return info.target("Ascend").get_op_info()
 
+
+def _out_shape(x_shape, indices_shape, updates_shape):
+    return tuple(x_shape), (STATUS_WORDS,)
+
+
+def _out_dtype(x_dtype, indices_dtype, updates_dtype):
+    return x_dtype, mstype.int64
+
+
+_kernels = {}
+
+
+def ascend_kernel(reduction):
+    """The ops.Custom of CANN op MsScatterNd<reduction> (one per reduction, shared), or of the
+    emulation library's entry; RuntimeError with the build instructions if neither exists."""
+    key = (reduction, emulation_library())
+    if key not in _kernels:
+        name = OP_PREFIX + reduction
+        library = emulation_library()
+        if library:
+            kernel = ops.Custom(f"{library}:{name}", out_shape=_out_shape, out_dtype=_out_dtype, func_type="aot")
+        else:
+            if not package_installed():
+                raise RuntimeError(MISSING_PACKAGE.format(vendor=VENDOR_DIR, versions=", ".join(CANN_VERSIONS)))
+            kernel = ops.Custom(name, out_shape=_out_shape, out_dtype=_out_dtype, func_type="aot",
+                                reg_info=reg_info(name))
+        _kernels[key] = kernel
+    return _kernels[key]
+
+
+# ------------------------------------------------------------------ rules
 
 def _prod(dims):
     out = 1
@@ -142,142 +219,118 @@ def _prod(dims):
 
 
 def static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                updates_dtype, ascend=False):
-    """The primitive's shape/dtype rules for one call, and what must be checked at run time.
-
-    Raises TypeError/ValueError as the primitive's inference does (and for dynamic shapes,
-    and on Ascend for dtypes outside the kernels' Ascend registration). Returns
-    (depth, K, bounds, check_index, check_zero): index depth, number of index vectors,
-    x.shape[:depth], whether indices must be checked, whether updates must be checked for 0."""
+                updates_dtype):
+    """The primitive's shape/dtype rules for one call (TypeError/ValueError as its inference
+    raises them, and TypeError for float64, which the Ascend op does not register). Returns
+    the number of index vectors (-1 when a shape is unknown)."""
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
     if in_place:
         updates_dtype = infer.in_place_updates_dtype(op, x_dtype, updates_dtype)
     infer.scatter_dtype(op, x_dtype, indices_dtype, updates_dtype)
-    if any(d < 0 for d in x_shape + indices_shape + updates_shape):
-        raise infer.op_error(ValueError, op,
-                             f"the hybrid kernels need static shapes, but got input_x {_shape_str(x_shape)}, "
-                             f"indices {_shape_str(indices_shape)}, updates {_shape_str(updates_shape)}.")
     rule, kwargs = infer.family_shape_rule(family)
     rule(op, x_shape, indices_shape, updates_shape, **kwargs)
     x_name = infer.dtype_name(x_dtype)
-    if ascend:
-        hybrid = hybrid_module()
-        if x_name not in hybrid.ASCEND_VALUE_DTYPES or infer.dtype_name(indices_dtype) not in hybrid.ASCEND_INDEX_DTYPES:
-            raise infer.op_error(TypeError, op,
-                                 f"on Ascend the hybrid kernels are registered for input_x of "
-                                 f"{', '.join(hybrid.ASCEND_VALUE_DTYPES)} and indices of "
-                                 f"{', '.join(hybrid.ASCEND_INDEX_DTYPES)}, but got {x_name} and "
-                                 f"{infer.dtype_name(indices_dtype)}.")
-    if family == "Scatter":
-        depth, k = 1, _prod(indices_shape)
-    else:
-        depth, k = indices_shape[-1], _prod(indices_shape[:-1])
-    check_zero = op.endswith("Div") and x_name.startswith(("int", "uint")) and _prod(updates_shape) > 0
-    return depth, k, x_shape[:depth], depth > 0 and k > 0, check_zero
+    if x_name not in ASCEND_VALUE_DTYPES:
+        raise infer.op_error(TypeError, op, f"on Ascend 'input_x' must be one of {', '.join(ASCEND_VALUE_DTYPES)} "
+                                            f"(an AI core has no float64 arithmetic), but got {x_name}.")
+    lead = indices_shape if family == "Scatter" else indices_shape[:-1]
+    if any(d < 0 for d in lead) or (family != "Scatter" and (not indices_shape or indices_shape[-1] < 0)):
+        return -1
+    return _prod(lead)
 
 
 @constexpr
 def _graph_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                updates_dtype, ascend):
+                updates_dtype):
     return static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                       updates_dtype, ascend)
+                       updates_dtype)
 
 
-def check_on_host(op, x_shape, indices, updates, plan):
-    """PYNATIVE: the checks of the aot kernels, in their order (indices, then divisors), on
-    the host with numpy; raises with their message before anything is launched."""
-    depth, _, bounds, check_index, check_zero = plan
-    if check_index:
-        idx = indices.asnumpy()
-        vectors = idx.reshape(-1, depth).astype(np.int64)
-        bad = (vectors < 0) | (vectors >= np.asarray(bounds, np.int64))
-        if bad.any():
-            flat = int(np.argmax(bad.reshape(-1)))
-            position = np.unravel_index(flat, idx.shape)
-            raise ScatterIndexError(index_message(op, x_shape, flat % depth, vectors.reshape(-1)[flat], position,
-                                                  idx.shape))
-    if check_zero:
-        upd = updates.asnumpy()
-        zero = upd == 0
-        if zero.any():
-            position = np.unravel_index(int(np.argmax(zero.reshape(-1))), upd.shape)
-            raise ScatterZeroDivisionError(zero_division_message(op, position, upd.shape))
+def raise_status(op, family, status, x_shape, indices_shape, updates_shape):
+    """PYNATIVE: the error of a nonzero status, in the CPU kernels' wording."""
+    code, flat, value = (int(v) for v in status[:3])
+    if code == 0:
+        return
+    message = format_error(op, family == "Scatter", code, flat, value, x_shape, indices_shape, updates_shape)
+    raise error_type(code)(message)
+
+
+def check_indices_on_host(op, family, x_shape, indices):
+    """The index check of the kernels, on the host, for calls with an empty input_x (the op is
+    not launched on an empty y: MindSpore may skip such a launch, leaving the status unwritten);
+    raises like raise_status."""
+    idx = indices.asnumpy()
+    depth = 1 if family == "Scatter" else idx.shape[-1]
+    vectors = idx.reshape(-1, depth).astype(np.int64) if depth else np.zeros((0, 0), np.int64)
+    bad = (vectors < 0) | (vectors >= np.asarray(x_shape[:depth], np.int64))
+    if bad.any():
+        flat = int(np.argmax(bad.reshape(-1)))
+        raise ScatterIndexError(_index_message(op, family, flat, int(vectors.reshape(-1)[flat]), x_shape, idx.shape))
+
+
+def _index_message(op, family, flat, value, x_shape, indices_shape):
+    depth = 1 if family == "Scatter" else indices_shape[-1]
+    lead = tuple(indices_shape) if family == "Scatter" else tuple(indices_shape[:-1])
+    updates_shape = lead + tuple(x_shape[depth:])
+    return format_error(op, family == "Scatter", INDEX_OUT_OF_RANGE, flat, value, x_shape, indices_shape,
+                        updates_shape)
 
 
 # ------------------------------------------------------------------ GRAPH mode
 
-def _ok_state():
-    return ops.ones((), mstype.bool_), ops.zeros((3,), mstype.int64)
+@constexpr
+def _refuse(message):
+    raise RuntimeError(message)
 
 
-def _index_state(indices, k, depth, bounds):
-    """(all index components in range, [2, flat position of the first bad one, its value])."""
-    vectors = ops.reshape(indices, (k, depth)).astype(mstype.int64)
-    in_range = ops.logical_and(vectors >= 0, vectors < Tensor(bounds, mstype.int64))
-    flat_ok = ops.reshape(in_range, (k * depth,))
-    first = ops.argmax(ops.logical_not(flat_ok).astype(mstype.int32)).astype(mstype.int64)
-    value = ops.gather(ops.reshape(vectors, (k * depth,)), first, 0)
-    info = ops.stack([Tensor(INDEX_OUT_OF_RANGE, mstype.int64), first, value])
-    return ops.all(flat_ok), info
+class AscendCall(nn.Cell):
+    """One operator on the Ascend path in a graph: rules, the op, and for the in-place
+    families ``ops.assign``. TensorScatter* get the gradients of ms_scatter._grad."""
 
-
-def _zero_state(updates):
-    """(no zero in updates, [3, flat position of the first zero, 0])."""
-    zero = ops.reshape(updates, (-1,)) == 0
-    first = ops.argmax(zero.astype(mstype.int32)).astype(mstype.int64)
-    info = ops.stack([Tensor(DIVISION_BY_ZERO, mstype.int64), first, Tensor(0, mstype.int64)])
-    return ops.logical_not(ops.any(zero)), info
-
-
-class GraphScatter(nn.Cell):
-    """One operator on the hybrid path in a graph: rules, validity flag, Assert (not on
-    Ascend), gate, ``HybridScatter``, and for the in-place families ``ops.assign``."""
-
-    def __init__(self, op_name, family, target=None):
+    def __init__(self, op_name, family, reduction, refusal=""):
         super().__init__()
-        target = target or device_target()
         self.op_name = op_name
         self.family = family
         self.in_place = family != "TensorScatter"
-        self.ascend = target == "Ascend"
-        self.use_assert = not self.ascend  # ops.Assert: "Supported Platforms: GPU CPU"
-        self.check = ops.Assert(3)
-        self.scatter = hybrid_module().HybridScatter(op_name, ascend=True)
+        self.depth_one = family == "Scatter"
+        # A graph that cannot run (no package) fails to compile with this message. (Raised
+        # while MindSpore's parser resolves the cell, it would come out as "no attribute".)
+        self.refusal = refusal
+        self.kernel = None
+        if not refusal:
+            try:
+                self.kernel = ascend_kernel(reduction)
+            except RuntimeError as err:
+                self.refusal = str(err)
+        self._bprop = _grad.out_of_place_bprop(reduction, self.depth_one) if not self.in_place else None
 
     def construct(self, x, indices, updates):
-        depth, k, bounds, check_index, check_zero = _graph_plan(
-            self.op_name, self.family, self.in_place, x.shape, indices.shape, updates.shape, x.dtype,
-            indices.dtype, updates.dtype, self.ascend)
+        if self.refusal:
+            _refuse(self.refusal)
+            return x
+        n = _graph_plan(self.op_name, self.family, self.in_place, x.shape, indices.shape, updates.shape, x.dtype,
+                        indices.dtype, updates.dtype)
+        if n == 0:  # nothing to check or write
+            return x
         updates = ops.cast(updates, x.dtype)  # the in-place rule allowed it; else the dtypes are equal
-        if check_index:
-            index_ok, index_info = _index_state(indices, k, depth, bounds)
-        else:
-            index_ok, index_info = _ok_state()
-        if check_zero:
-            zero_ok, zero_info = _zero_state(updates)
-        else:
-            zero_ok, zero_info = _ok_state()
-        valid = ops.logical_and(index_ok, zero_ok)
-        if self.use_assert:
-            # the index error first, as the aot kernels report it
-            info = ops.select(ops.broadcast_to(index_ok, (3,)), zero_info, index_info)
-            done = self.check(valid, (info,))
-            indices = ops.depend(indices, done)
-            updates = ops.depend(updates, done)
-        if check_zero:  # divisors of 1 write nothing (and out-of-range vectors are skipped)
-            updates = ops.select(ops.broadcast_to(valid, updates.shape), updates, ops.ones_like(updates))
-        elif check_index:  # -1 everywhere: every index vector is skipped
-            indices = ops.select(ops.broadcast_to(valid, indices.shape), indices, ops.full_like(indices, -1))
-        out = self.scatter(x, indices, updates)
+        if self.depth_one:
+            indices = ops.expand_dims(indices, -1)
+        y, _ = self.kernel(x, indices, updates)
         if self.in_place:
-            return ops.assign(x, out)
-        return out
+            return ops.assign(x, y)
+        return y
+
+    def bprop(self, x, indices, updates, out, dout):
+        if self._bprop is None:
+            raise RuntimeError(f"ms_scatter: gradients of '{self.op_name}' are not available on the Ascend path "
+                               "(only TensorScatter* have them there).")
+        return self._bprop(x, indices, updates, out, dout)
 
 
 # ------------------------------------------------------------------ the callable
 
-class HybridOp:
-    """One operator (primitive instance or function) on the hybrid path. Python calls
+class AscendOp:
+    """One operator (primitive instance or function) on the Ascend path. Python calls
     ``__call__`` (PYNATIVE); MindSpore's graph parser calls the instance attribute
     ``__call__`` = ``graph_call`` (``__ms_class__``, see the module docstring)."""
     __ms_class__ = True
@@ -285,6 +338,7 @@ class HybridOp:
     def __init__(self, op_name, family, convert):
         self.op_name = op_name
         self.family = family
+        self.reduction = op_name[len(family):]
         self.in_place = family != "TensorScatter"
         self._convert = convert  # the primitive's PYNATIVE implicit conversion and argument check
         self.__call__ = self.graph_call
@@ -293,7 +347,12 @@ class HybridOp:
         # built at first use, in Python: at the first PYNATIVE call, or while MindSpore's parser
         # resolves `self.cell` in graph_call (only for a branch that is taken)
         if name == "cell":
-            cell = GraphScatter(self.op_name, self.family)
+            refusal = ""
+            if kernels_setting() == "host" and emulation_library() is None and not package_installed():
+                refusal = (f"ms_scatter: MS_SCATTER_KERNELS=host runs '{self.op_name}' through host memory in "
+                           "PYNATIVE mode only; a graph needs the Ascend kernels. "
+                           + MISSING_PACKAGE.format(vendor=VENDOR_DIR, versions=", ".join(CANN_VERSIONS)))
+            cell = AscendCall(self.op_name, self.family, self.reduction, refusal)
             self.__dict__["cell"] = cell
             return cell
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -302,22 +361,53 @@ class HybridOp:
         return self.cell(input_x, indices, updates)
 
     def __call__(self, input_x, indices, updates):
-        # PYNATIVE. Imported here: primitives imports this module.
-        from .primitives import _PYNATIVE_LOCK, _result  # pylint: disable=import-outside-toplevel
-        with _PYNATIVE_LOCK:
+        # PYNATIVE
+        with PYNATIVE_LOCK:
             input_x, indices, updates = self._convert(input_x, indices, updates)
             if not isinstance(indices, Tensor):
                 indices = Tensor(indices)
             if not isinstance(updates, Tensor):
                 updates = Tensor(updates, input_x.dtype)
-            plan = static_plan(self.op_name, self.family, self.in_place, input_x.shape, indices.shape,
-                               updates.shape, input_x.dtype, indices.dtype, updates.dtype,
-                               device_target() == "Ascend")
-            check_on_host(self.op_name, input_x.shape, indices, updates, plan)
-            out = self.cell.scatter(input_x, indices, updates)
-            if self.in_place:
-                ops.assign(input_x, out)
-                _pynative_executor.sync()
-                return _result(input_x, out)
+            n = static_plan(self.op_name, self.family, self.in_place, input_x.shape, indices.shape, updates.shape,
+                            input_x.dtype, indices.dtype, updates.dtype)
+            if (kernels_setting() == "host" and emulation_library() is None and not package_installed()):
+                return self._host_call(input_x, indices, updates)
+            if n == 0:
+                return self._result(input_x, None)
+            if _prod(input_x.shape) == 0:  # nothing to write, but the indices are still checked
+                check_indices_on_host(self.op_name, self.family, input_x.shape, indices)
+                return self._result(input_x, None)
+            kernel = ascend_kernel(self.reduction)
+            if updates.dtype != input_x.dtype:
+                updates = updates.astype(input_x.dtype)
+            vectors = ops.expand_dims(indices, -1) if self.family == "Scatter" else indices
+            y, status = kernel(input_x, vectors, updates)
+            raise_status(self.op_name, self.family, status.asnumpy(), input_x.shape, indices.shape, updates.shape)
+            return self._result(input_x, y)
+
+    def _result(self, input_x, y):
+        if not self.in_place:
+            return y if y is not None else input_x.copy()
+        if y is not None:
+            ops.assign(input_x, y)
             _pynative_executor.sync()
-            return out
+        return Tensor(input_x) if isinstance(input_x, Parameter) else input_x
+
+    def _host_call(self, input_x, indices, updates):
+        """MS_SCATTER_KERNELS=host: the CPU kernel on host copies, the result copied back."""
+        x = np.ascontiguousarray(input_x.asnumpy())
+        arrays = [x, np.ascontiguousarray(indices.asnumpy()),
+                  np.ascontiguousarray(updates.asnumpy().astype(x.dtype, copy=False))]
+        if self.in_place:
+            host_call(f"{self.op_name}_token", arrays + [np.zeros((1,), np.int32)])
+            ops.assign(input_x, Tensor(x))
+            _pynative_executor.sync()
+            return Tensor(input_x) if isinstance(input_x, Parameter) else input_x
+        out = np.empty_like(x)
+        host_call(self.op_name, arrays + [out])
+        return Tensor(out)
+
+
+# names kept for ops/primitives.py
+HybridOp = AscendOp
+hybrid_selected = ascend_selected

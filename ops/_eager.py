@@ -12,8 +12,11 @@ the in-place entry points run directly:
    a contiguous host copy that is written back element by element;
 3. ops launched after the call are queued after it returns, so they see the result.
 
-Only the CPU library is called this way (``data_ptr`` is host memory there); everything
-else (GPU, graphs, vmap, the out-of-place family) keeps MindSpore's launch.
+The out-of-place family writes into a numpy-backed output tensor (a launched Custom op grew
+resident memory by ~44 KB per distinct shape in MindSpore's per-shape cache; the first
+``data_ptr()`` of a ``mint.empty_like`` tensor cost ~1 ms on 4 MB). Only the CPU library is called this way (``data_ptr`` is host memory there);
+everything else (GPU, graphs, vmap, a TensorScatter while a gradient is recorded) keeps
+MindSpore's launch.
 """
 import ctypes
 
@@ -37,18 +40,28 @@ def _byte_view(tensor):
     return np.ndarray(shape, f"u{item}", buffer=buf, strides=tuple(s * item for s in strides))
 
 
+def numpy_dtype(name):
+    """numpy dtype of a kernel dtype name ('bfloat16': MindSpore's numpy bfloat16)."""
+    if name == "bfloat16":
+        from mindspore.common.np_dtype import bfloat16  # pylint: disable=import-outside-toplevel
+        return np.dtype(bfloat16)
+    return np.dtype(name)
+
+
 def _address(tensor):
     return tensor.data_ptr() if tensor.size else 0
 
 
 class DirectCall:
-    """One in-place entry point (``<Op>_token``) of the CPU library, callable on Tensors."""
+    """One entry point of the CPU library, callable on Tensors: in place (``<Op>_token``) or
+    out of place (``TensorScatter<Op>``, with `out` given)."""
 
     _MEMO_SIZE = 64
 
-    def __init__(self, library, op_name, entry):
+    def __init__(self, library, op_name, entry, token=True):
         self.op_name = op_name
         self.library = library
+        self.token_entry = token
         self.fn = getattr(ctypes.CDLL(library), entry)
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
@@ -64,19 +77,21 @@ class DirectCall:
         if hit is None:
             if len(self._memo) >= self._MEMO_SIZE:
                 self._memo.clear()
-            dims = shapes + ((1,),)
+            dims = shapes + (((1,),) if self.token_entry else (shapes[0],))
             shape_bufs = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in dims]
             shape_ptrs = (_INT_P * 4)(*[ctypes.cast(b, _INT_P) for b in shape_bufs])
             ndims = (ctypes.c_int * 4)(*[len(s) for s in dims])
-            names = (ctypes.c_char_p * 4)(*[d.encode() for d in dtypes + ("int32",)])
+            names = (ctypes.c_char_p * 4)(*[d.encode() for d in dtypes + (("int32",) if self.token_entry
+                                                                           else dtypes[:1])])
             params = (ctypes.c_void_p * 4)(0, 0, 0, self.token.ctypes.data)
             hit = (params, ndims, shape_ptrs, names, shape_bufs)
             self._memo[key] = hit
         return hit
 
-    def __call__(self, x, indices, updates, dtype_names):
-        """Runs the kernel on the three tensors (input_x updated in place) or raises the
-        kernel's error; dtype_names are the kernel's names of their dtypes."""
+    def __call__(self, x, indices, updates, dtype_names, out=None):
+        """Runs the kernel on the three tensors (input_x updated in place, or the result
+        written to `out`, a contiguous tensor of x's shape and dtype) or raises the kernel's
+        error; dtype_names are the kernel's names of their dtypes."""
         _pynative_executor.sync()
         keep = []  # contiguous host copies live until the kernel has returned
         write_back = None
@@ -98,6 +113,8 @@ class DirectCall:
         params, ndims, shapes, names, _ = self._signature(
             (tuple(x.shape), tuple(indices.shape), tuple(updates.shape)), dtype_names)
         params[0], params[1], params[2] = ptrs
+        if out is not None:
+            params[3] = _address(out)
         rc = self.fn(4, params, ndims, shapes, names, None, None)
         if rc:
             raise_code(self.library, rc)

@@ -20,11 +20,18 @@ Update     dx = 0 where written, dout elsewhere; du_n = dout[idx_n] for the upda
 
 Integer dtypes get zero gradients (MindSpore's convention for non-float inputs).
 
+Row shards (ops/distributed.py): the same rules with ``shard`` = (row_begin, global_rows),
+input_x a block of rows and ``idx`` global: every rule is local to a destination slice,
+so the shard computes its own rows exactly; gathers give zeros and the helper scatters
+(the kernels' row-shard entries) skip the vectors outside the shard, whose d updates
+are -0.0 (the shard that holds the row computes them; -0.0 is the identity of a float sum,
+so adding up every shard's d updates gives the holder's bit for bit).
+
 Dynamic shapes (a dimension or the rank unknown at compile time): the same rules on the
 index vectors in their own shape (indices.shape[:-1] + (d,)) and the updates unflattened,
 so that no shape arithmetic is needed; Update numbers each update's elements by their
 index vector with a cumulative sum. The choice is made at compile time (shape_unknown):
-a static-shape graph runs the rules above, unchanged.
+a static-shape graph runs the rules above, unchanged. (Not on row shards.)
 
 In-place families: the kernel overwrites input_x, so the functional forms gather
 input_x at idx before the call for the rules that need it (Mul, Max, Min). In GRAPH
@@ -37,7 +44,7 @@ from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 from mindspore.graph.api import _pynative_executor
-from mindspore.ops import constexpr
+from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
 from mindspore.ops.operations import Maximum as _MsMaximum
@@ -48,8 +55,10 @@ from mindspore.ops.operations import ZerosLike as _MsZerosLike
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
 NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
 
-# ms_scatter's own TensorScatter kernels, set by install() once they exist.
+# ms_scatter's own TensorScatter kernels, set by install() once they exist, and their
+# row-shard twins (a 4th input, the shard), set by install_sharded().
 _TS_ADD = _TS_MUL = _TS_DIV = _TS_MAX = _TS_UPDATE = None
+_TS_ADD_S = _TS_MUL_S = _TS_DIV_S = _TS_MAX_S = _TS_UPDATE_S = None
 
 
 def install(primitives):
@@ -60,6 +69,41 @@ def install(primitives):
     _TS_DIV = primitives["TensorScatterDiv"]()
     _TS_MAX = primitives["TensorScatterMax"]()
     _TS_UPDATE = primitives["TensorScatterUpdate"]()
+
+
+def install_sharded(kernels):
+    """Called by distributed.py with its row-shard TensorScatter kernels by reduction."""
+    global _TS_ADD_S, _TS_MUL_S, _TS_DIV_S, _TS_MAX_S, _TS_UPDATE_S
+    _TS_ADD_S, _TS_MUL_S, _TS_DIV_S = kernels["Add"], kernels["Mul"], kernels["Div"]
+    _TS_MAX_S, _TS_UPDATE_S = kernels["Max"], kernels["Update"]
+
+
+def local_vectors(idx, shard, rows):
+    """Index vectors (N, d) of global rows -> (vectors local to a shard of `rows` rows with
+    rows outside it replaced by 0, (N,) bool: the row is in the shard)."""
+    n, depth = idx.shape
+    # (ops.slice: a Tensor's [] costs milliseconds on CPU in MindSpore 2.10's graphs)
+    row = ops.slice(idx, (0, 0), (n, 1)) - ops.cast(ops.slice(shard, (0,), (1,)), idx.dtype)
+    owned = ops.logical_and(row >= 0, row < rows)
+    local = ops.select(owned, row, ops.zeros_like(row))
+    if depth > 1:
+        local = ops.concat((local, ops.slice(idx, (0, 1), (n, depth - 1))), 1)
+    return local, ops.reshape(owned, (n,))
+
+
+def _gather(x, idx, shard):
+    """x at index vectors idx (N, d); on a shard, zeros for the vectors outside it."""
+    if shard is None:
+        return ops.gather_nd(x, idx)
+    local, owned = local_vectors(idx, shard, x.shape[0])
+    rows = ops.gather_nd(x, local)
+    return ops.select(ops.broadcast_to(_broadcast_rows(owned, rows), rows.shape), rows, ops.zeros_like(rows))
+
+
+def _scatter(kernel, sharded_kernel, x, idx, upd, shard):
+    if shard is None:
+        return kernel(x, idx, upd)
+    return sharded_kernel(x, idx, upd, shard)
 
 
 @constexpr(check=False)
@@ -107,57 +151,65 @@ def _vector_numbers(idx, upd):
     return ops.reshape(position // slice_size, ops.shape(upd))
 
 
-def _rule(reduction, dout, idx, upd, xg, out, dynamic=False):
-    """(d input_x, d updates in the flat (N,) + slice shape; with dynamic, idx and upd
-    in their own shapes)."""
-    gather = ops.gather_nd
+def _rule(reduction, dout, idx, upd, xg, out, shard=None, dynamic=False):
+    """(d input_x, d updates in the flat (N,) + slice shape; with dynamic, idx and upd in
+    their own shapes); shard: see the module docstring."""
     if reduction == "Add":
-        return dout, gather(dout, idx)
+        return dout, _gather(dout, idx, shard)
     if reduction == "Sub":
-        return dout, -gather(dout, idx)
+        return dout, -_gather(dout, idx, shard)
     if reduction == "Div":
-        dx = dout * _TS_DIV(ops.ones_like(dout), idx, upd)
-        return dx, -gather(dout, idx) * gather(out, idx) / upd
+        dx = dout * _scatter(_TS_DIV, _TS_DIV_S, ops.ones_like(dout), idx, upd, shard)
+        return dx, -_gather(dout, idx, shard) * _gather(out, idx, shard) / upd
     if reduction == "Mul":
         is_zero = upd == 0
         nonzero = ops.select(is_zero, ops.ones_like(upd), upd)
-        zeros = _TS_ADD(ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype))
-        product = _TS_MUL(ops.ones_like(dout), idx, nonzero)  # of the nonzero updates
+        zeros = _scatter(_TS_ADD, _TS_ADD_S, ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype), shard)
+        product = _scatter(_TS_MUL, _TS_MUL_S, ops.ones_like(dout), idx, nonzero, shard)  # of the nonzero updates
         dx = dout * ops.select(zeros == 0, product, ops.zeros_like(product))
-        zg = gather(zeros, idx)
-        pg = gather(product, idx)
+        zg = _gather(zeros, idx, shard)
+        pg = _gather(product, idx, shard)
         none = ops.zeros_like(pg)
         others = ops.select(is_zero, ops.select(zg == 1, pg, none),
                             ops.select(zg == 0, pg / nonzero, none))
-        return dx, gather(dout, idx) * xg * others
+        return dx, _gather(dout, idx, shard) * xg * others
     if reduction in ("Max", "Min"):
-        og = gather(out, idx)
+        og = _gather(out, idx, shard)
         won_u = ops.cast(upd == og, dout.dtype)
-        won_x = _TS_UPDATE(ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype))
-        count = ops.maximum(_TS_ADD(won_x, idx, won_u), ops.ones_like(dout))
+        won_x = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype), shard)
+        count = ops.maximum(_scatter(_TS_ADD, _TS_ADD_S, won_x, idx, won_u, shard), ops.ones_like(dout))
         share = dout / count
-        return share * won_x, gather(share, idx) * won_u
+        return share * won_x, _gather(share, idx, shard) * won_u
     # Update
     if dynamic:
         written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
         order = _vector_numbers(idx, upd)
         last = _TS_MAX(ops.full_like(dout, -1, dtype=mstype.int64), idx, order)
-        survived = ops.cast(gather(last, idx) == order, dout.dtype)
-        return dout * (1 - written), gather(dout, idx) * survived
+        survived = ops.cast(ops.gather_nd(last, idx) == order, dout.dtype)
+        return dout * (1 - written), ops.gather_nd(dout, idx) * survived
     n = idx.shape[0]
-    written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
+    written = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.zeros_like(dout), idx, ops.ones_like(upd), shard)
     order = ops.arange(n, dtype=mstype.int32)
-    last = _TS_MAX(ops.full(dout.shape[:idx.shape[1]], -1, dtype=mstype.int32), idx, order)
-    survived = ops.cast(gather(last, idx) == order, dout.dtype)
-    return dout * (1 - written), gather(dout, idx) * _broadcast_rows(survived, upd)
+    last = _scatter(_TS_MAX, _TS_MAX_S, ops.full(dout.shape[:idx.shape[1]], -1, dtype=mstype.int32), idx, order,
+                    shard)
+    survived = ops.cast(_gather(last, idx, shard) == order, dout.dtype)
+    return dout * (1 - written), _gather(dout, idx, shard) * _broadcast_rows(survived, upd)
 
 
-def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
+def grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard=None):
     """(d input_x, d updates) of one call; xg is input_x gathered at indices (shape of
-    updates) or None for the rules that do not use it."""
+    updates) or None for the rules that do not use it. On a row shard (shard given) the d
+    updates of vectors outside it are -0.0 (whatever xg holds there)."""
     if not _is_float(dout):
         return ops.zeros_like(dout), ops.zeros_like(updates)
-    if shape_unknown(ops.shape(dout), ops.shape(indices), ops.shape(updates)):
+    if dout.dtype == mstype.bfloat16:
+        # MindSpore 2.10's CPU kernels of reshape, gather, select, ... have no bfloat16:
+        # the rule runs in float32 (exact for bfloat16 values) and its results are rounded
+        dx, du = grads(reduction, depth_one, x, indices, ops.cast(updates, mstype.float32),
+                       None if xg is None else ops.cast(xg, mstype.float32), ops.cast(out, mstype.float32),
+                       ops.cast(dout, mstype.float32))
+        return ops.cast(dx, mstype.bfloat16), ops.cast(du, updates.dtype)
+    if shard is None and shape_unknown(ops.shape(dout), ops.shape(indices), ops.shape(updates)):
         idx = ops.expand_dims(indices, -1) if depth_one else indices
         dx, du = _rule(reduction, dout, idx, ops.cast(updates, dout.dtype), xg, out, dynamic=True)
         return dx, ops.cast(du, updates.dtype)
@@ -165,19 +217,31 @@ def grads(reduction, depth_one, x, indices, updates, xg, out, dout):
     upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
     if xg is not None:
         xg = ops.reshape(xg, flat_shape)
-    dx, du = _rule(reduction, dout, idx, upd, xg, out)
+    dx, du = _rule(reduction, dout, idx, upd, xg, out, shard)
+    if shard is not None:
+        # -0.0 outside the shard: summed over the shards, it leaves the holder's value bit for bit
+        _, owned = local_vectors(idx, shard, x.shape[0])
+        du = ops.select(ops.broadcast_to(_broadcast_rows(owned, du), du.shape), du, -ops.zeros_like(du))
     return dx, ops.cast(ops.reshape(du, updates.shape), updates.dtype)
 
 
-def out_of_place_bprop(reduction, depth_one):
-    """bprop of a TensorScatter kernel: input_x is intact."""
+def out_of_place_bprop(reduction, depth_one, sharded=False):
+    """bprop of a TensorScatter kernel: input_x is intact. sharded: the row-shard kernel
+    (a 4th input, the shard)."""
     def bprop(x, indices, updates, out, dout):
         xg = None
         if reduction in NEEDS_INPUT:
-            xg = ops.gather_nd(x, indices)
+            xg = ops.gather_nd(ops.cast(x, mstype.float32) if x.dtype == mstype.bfloat16 else x, indices)
         dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
         return dx, ops.zeros_like(indices), du
-    return bprop
+
+    def sharded_bprop(x, indices, updates, shard, out, dout):
+        xg = None
+        if reduction in NEEDS_INPUT:
+            xg = _gather(x, _flatten(x, indices, depth_one)[0], shard)
+        dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard)
+        return dx, ops.zeros_like(indices), du, ops.zeros_like(shard)
+    return sharded_bprop if sharded else bprop
 
 
 class _WhileRecording:
@@ -203,6 +267,10 @@ class Maximum(_WhileRecording, _MsMaximum):  # keeps the primitive name "Maximum
     """Index vectors clipped to 0 before the saved-slot gather."""
 
 
+class Cast(_WhileRecording, _MsCast):  # keeps the primitive name "Cast"
+    """bfloat16 input_x to float32 for the saved-slot gather."""
+
+
 class ZerosLike(_WhileRecording, _MsZerosLike):  # keeps the primitive name "ZerosLike"
     """The saved slots when input_x has an empty indexed dimension (nothing to gather)."""
 
@@ -218,6 +286,7 @@ _as_vectors = ExpandDims()
 _at_most = Minimum()
 _at_least = Maximum()
 _zeros_while_recording = ZerosLike()
+_to_float32 = Cast()
 
 
 class InPlaceCall(nn.Cell):
@@ -239,7 +308,16 @@ class InPlaceCall(nn.Cell):
         # PYNATIVE: pay it only while a gradient is being recorded.
         if not _pynative_executor.requires_grad():
             return self.fast_result(x, self.kernel(x, indices, updates))
-        return super().__call__(x, indices, updates, saved)
+        try:
+            return super().__call__(x, indices, updates, saved)
+        except Exception:
+            # The error ends the gradient being recorded. MindSpore 2.10 leaves its grad flag
+            # set after an exception inside a recorded function, and every later graph that
+            # holds a custom-bprop Cell (ours) then fails to compile ("The pointer
+            # [func_graph->get_return()] is null"): reset MindSpore's PYNATIVE resources (its
+            # clear_res), so that the process is not poisoned.
+            _pynative_executor.clear_res()
+            raise
 
     def construct(self, x, indices, updates, saved):
         return self.result(x, self.kernel(x, indices, updates))
@@ -273,10 +351,10 @@ def _slot_bounds(x_shape, vectors_shape, index_dtype):
         if x_shape is not None and any(d == 0 for d in x_shape):
             return None  # an empty input_x: every saved slot is empty or invalid
         return ()
-    dims = tuple(x_shape[:depth])
+    dims = tuple(x_shape[:depth]) if len(x_shape) else (1,)  # a 0-d input_x: one element on axis 0
     if any(d == 0 for d in dims):
         return None
-    nptype = mstype.dtype_to_nptype(index_dtype)
+    nptype = np.int64 if index_dtype == mstype.int64 else np.int32
     return Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype))
 
 
@@ -286,6 +364,10 @@ def _saved_slots(x, vectors, updates):
     bounds = _slot_bounds(x.shape, vectors.shape, vectors.dtype)
     if bounds is None:
         return _zeros_while_recording(updates)
+    if x.dtype == mstype.bfloat16:  # no bfloat16 GatherNd on the CPU: gathered in float32
+        x = _to_float32(x, mstype.float32)
+    if not x.shape:
+        x = _as_vectors(x, 0)
     if not bounds:  # dynamic shapes (graphs only): x.shape[:depth] - 1 computed in the graph
         upper = ops.cast(ops.TensorShape()(x), vectors.dtype)[:ops.TensorShape()(vectors)[-1]] - 1
         return _save_slots(x, _at_least(_at_most(vectors, upper), ops.zeros_like(upper)))

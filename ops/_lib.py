@@ -5,6 +5,7 @@ nothing is compiled at import or first call.
 """
 import ctypes
 import os
+import threading
 
 from mindspore import context
 
@@ -15,6 +16,7 @@ GPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_gpu.so")
 
 # Error codes returned by the kernels (kernels/include/ms_scatter/plan.h).
 BAD_ARGUMENTS, INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO = 1, 2, 3
+MAX_THREADS = 1024  # what set_num_threads accepts (the C side takes an int)
 
 
 class ScatterIndexError(IndexError, RuntimeError):
@@ -30,6 +32,11 @@ class ScatterKernelError(RuntimeError):
 
 
 _ERROR_TYPES = {INDEX_OUT_OF_RANGE: ScatterIndexError, DIVISION_BY_ZERO: ScatterZeroDivisionError}
+
+# PYNATIVE calls of every backend run one at a time (primitives.py and _ascend.py take it):
+# MindSpore 2.10's PYNATIVE launches from several Python threads at once were seen to hand
+# kernels the wrong buffers, and a kernel library has one error channel per process.
+PYNATIVE_LOCK = threading.RLock()
 
 
 def library_path(target=None):
@@ -119,9 +126,78 @@ def set_num_threads(n, target="CPU"):
     float16 path, which uses every core on large calls), n >= 1 = at most n. Also
     MS_SCATTER_NUM_THREADS. Results never depend on it: each destination row is owned by
     one thread and takes its updates in index order."""
-    _handle(library_path(target)).ms_scatter_set_num_threads(int(n))
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"For 'set_num_threads', 'n' must be an int, but got {type(n).__name__}.")
+    if not 0 <= n <= MAX_THREADS:
+        raise ValueError(f"For 'set_num_threads', 'n' must be in [0, {MAX_THREADS}] (0: automatic), but got {n}.")
+    _handle(library_path(target)).ms_scatter_set_num_threads(n)
 
 
 def get_num_threads(target="CPU"):
     """The setting (0 = automatic)."""
     return int(_handle(library_path(target)).ms_scatter_num_threads())
+
+
+def _shape_args(shapes):
+    bufs = [(ctypes.c_int64 * max(len(s), 1))(*[int(d) for d in s]) for s in shapes]
+    ndims = (ctypes.c_int * len(shapes))(*[len(s) for s in shapes])
+    ptrs = (ctypes.POINTER(ctypes.c_int64) * len(shapes))(*[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64))
+                                                            for b in bufs])
+    return ndims, ptrs, bufs
+
+
+def format_error(op, first_axis, code, flat, value, x_shape, indices_shape, updates_shape):
+    """The message of a data error a device reported as a status (code, flat position, value),
+    in the kernels' one wording (plan.h, through the CPU library's ms_scatter_format_error)."""
+    fn = _handle(CPU_LIBRARY).ms_scatter_format_error
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int, ctypes.c_longlong, ctypes.c_longlong,
+                   ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)), ctypes.c_char_p,
+                   ctypes.c_int]
+    ndims, ptrs, keep = _shape_args([x_shape, indices_shape, updates_shape])
+    buf = ctypes.create_string_buffer(1024)
+    n = fn(op.encode(), int(bool(first_axis)), int(code), int(flat), int(value), ndims, ptrs, buf, len(buf))
+    del keep
+    if n < 0:
+        return f"For '{op}', the kernel reported error {int(code)} at position {int(flat)} (value {int(value)})."
+    return buf.value.decode("utf-8", "replace")
+
+
+def error_type(code):
+    return _ERROR_TYPES.get(code, ScatterKernelError)
+
+
+def host_call(entry, arrays):
+    """Run one entry point of the CPU library on numpy arrays (x, indices, updates, out), as
+    MindSpore calls it; raises the library's error (with its message) on failure."""
+    lib = _handle(CPU_LIBRARY)
+    fn = getattr(lib, entry)
+    fn.restype = ctypes.c_int
+    for a in arrays:
+        if not a.flags.c_contiguous:
+            raise ValueError("host_call needs C-contiguous arrays")
+    params = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+    ndims, ptrs, keep = _shape_args([a.shape for a in arrays])
+    dtypes = (ctypes.c_char_p * len(arrays))(*[a.dtype.name.encode() for a in arrays])
+    before = error_count(CPU_LIBRARY)
+    rc = fn(len(arrays), params, ndims, ptrs, dtypes, None, None)
+    del keep
+    if rc != 0:
+        code, message, count = _read_error(CPU_LIBRARY)
+        if count == before:
+            raise ScatterKernelError(f"ms_scatter: {entry} failed with code {rc}")
+        raise error_type(code)(message)
+
+
+def call_counts(target=None):
+    """{entry point: launches so far} of this library's kernels (e.g. ``ScatterAdd_token``,
+    ``TensorScatterMax``), counted by the kernel itself in every mode, GRAPH included.
+    (The hybrid kernels of the Ascend path are not counted.)"""
+    lib = _handle(library_path(target))
+    fn = lib.ms_scatter_call_counts
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_ulonglong), ctypes.c_int]
+    n = fn(None, None, 0)
+    names, counts = (ctypes.c_char_p * n)(), (ctypes.c_ulonglong * n)()
+    fn(names, counts, n)
+    return {names[k].decode(): counts[k] for k in range(n)}

@@ -86,7 +86,7 @@ def _nd_kernel(prim):
     else:
         key = (op, prim.use_locking)
     if key not in _nd_kernels:
-        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd", node="static") if key[1] == "token"
+        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd", graph=None) if key[1] == "token"
                             else PRIMITIVES[op](use_locking=prim.use_locking))
     return _nd_kernels[key]
 
@@ -137,6 +137,9 @@ def _tensor_scatter_rule(prim, axis_size):
 
 
 def _our_rule(prim, axis_size):
+    if getattr(prim, "sharded", False):
+        raise infer.op_error(ValueError, prim.op_name, "the row-shard kernels (ms_scatter.distributed) have no vmap "
+                                                       "rule, but got a vmap over one.")
     if isinstance(prim, _TensorScatter):
         return _tensor_scatter_rule(prim, axis_size)
     return _in_place_rule(prim, axis_size)

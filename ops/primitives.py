@@ -17,19 +17,18 @@ How a call runs, and what it costs (x = input_x, u = updates):
 Dynamic shapes (a -1 dimension or an unknown rank at compile time: ``Cell.set_inputs``,
 ``jit(dynamic=1)``): MindSpore infers such a node's shape again at each launch, without
 Python, through the library's ``<entry>InferShape`` (kernels/include/ms_scatter/entries.h).
-So each kernel that our code or a user calls (the token kernels, the TensorScatter
-primitives) is, in a graph, one of two graph nodes chosen at compile time: the static one
+So each kernel that our functional forms call (the token kernels, the TensorScatter
+kernels) is, in a graph, one of two graph nodes chosen at compile time: the static one
 (exactly the primitive as before) or, where a shape is unknown, one with the primitive
 attribute ``cpp_infer_shape``. Python calls (PYNATIVE) use the object itself, which is
 never a graph node: MindSpore treats a primitive that has run in a dynamic-shape graph
 differently at later PYNATIVE launches (it infers its shape again on its backend thread).
 
-On the device target Ascend (or with MS_SCATTER_KERNELS=hybrid) every primitive and
-function runs on the AKG hybrid kernels instead: ops/_ascend.py (out of place, then
-ops.assign for the in-place families: O(x) + O(u)).
+On the device target Ascend every primitive and function runs on ms_scatter's Ascend C
+kernels instead (a CANN custom-op package, ops.Custom("MsScatterNd<R>", func_type="aot")):
+ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + O(u)).
 """
-import threading
-
+import numpy as np
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.graph.api import _pynative_executor
@@ -39,10 +38,9 @@ from mindspore.ops.operations import Depend as _MsDepend
 
 from mindspore.ops import constexpr
 
-from . import _ascend, _eager, _grad, infer
-from ._lib import CPU_LIBRARY, caller_waits_setter, error_count, raise_kernel_error
-
-_PYNATIVE_LOCK = threading.RLock()
+from . import _ascend, _docs, _eager, _grad, infer
+from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
+                   raise_kernel_error)
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
 # implicit conversion would name the op "primitive[Custom]"; the in-place functions
@@ -54,6 +52,12 @@ _IN_PLACE_SIGNATURE = (
 )
 _ARG_NAMES = ("input_x", "indices", "updates")
 _TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
+
+
+def _empty_like(x, dtype_name):
+    """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
+    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache)."""
+    return Tensor.from_numpy(np.empty(tuple(x.shape), _eager.numpy_dtype(dtype_name)))
 
 
 def bind_arguments(op, args, kwargs):
@@ -98,37 +102,44 @@ def in_place_updates(op, input_x, updates):
 class _ScatterKernel(ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
-    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, node=None):
-        """node: None for an object that Python and our code call (in a graph it runs as one
-        of its two nodes, see _graph_call), "static" / "dynamic" for a graph node itself;
-        primitives that never run as a node (the in-place primitives' own entry) pass "static"."""
+    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, sharded=False,
+               graph=None):
+        """graph: None for a primitive that is its own graph node (as MindSpore's are);
+        "dispatch" for the objects our functional forms call, which in a graph run as one
+        of two nodes (_graph_call); "static" / "dynamic" for those nodes themselves."""
         self.op_name = op_name
         self.family = family
         self._token = token
         self._infer_memo = {}
-        # the aot library of the device target, or on Ascend / MS_SCATTER_KERNELS=hybrid the
-        # hybrid kernels (ops/_ascend.py)
-        self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
+        # the aot library of the device target, or on Ascend a placeholder: calls then go
+        # through ops/_ascend.py's AscendOp; the row-shard entries (a 4th input,
+        # ops/distributed.py) exist in the aot libraries only
+        if sharded:
+            (self._library, func), func_type = kernel_func(entry), "aot"
+        else:
+            self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
         super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
                          func_type=func_type, bprop=bprop)
-        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'], outputs=['y'])
+        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'] + (['shard'] if sharded else []),
+                                outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
-        if node == "dynamic" and func_type == "aot":
+        if graph == "dynamic":
             # the shape from <entry>InferShape (at compile time and at each launch); the dtype
             # still from __infer__; MindSpore's Custom shape inference reads reg_op_name
             self.add_prim_attr("cpp_infer_shape", True)
             self.add_prim_attr("reg_op_name", op_name)
-        self._hybrid = _ascend.attach(self) if func_type == "hybrid" else None
+        self._hybrid = _ascend.attach(self) if func_type != "aot" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
-        # PYNATIVE in-place calls on the CPU run the kernel directly (ops/_eager.py); a graph
-        # node never runs in PYNATIVE
-        self._direct = _eager.DirectCall(self._library, op_name, entry) if (
-            token and node is None and self._library == CPU_LIBRARY) else None
+        # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
+        # in-place primitives' own '_return' entries, which are never launched
+        self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
+            self._library == CPU_LIBRARY and (token or family == "TensorScatter")
+            and graph not in ("static", "dynamic")) else None
         self._check_memo = {}
-        self._node = node
-        self._setup_args = (op_name, family, entry, token, side_effect, bprop)
-        if node is None and func_type == "aot":
+        self._graph = graph
+        self._setup_args = (op_name, family, entry, token, side_effect, bprop, sharded)
+        if graph == "dispatch" and func_type == "aot":
             # MindSpore's graph parser calls the instance attribute __call__ of an object marked
             # __ms_class__ (what mindspore.jit_class sets); Python's call uses the class's
             self.__ms_class__ = True
@@ -137,7 +148,7 @@ class _ScatterKernel(ops.Custom):
     def _graph_node(self, kind):
         """This kernel as a graph node of kind "static" or "dynamic" (see _graph_call)."""
         graph_node = type(self).__new__(type(self))
-        graph_node._setup(*self._setup_args, node=kind)
+        graph_node._setup(*self._setup_args, graph=kind)  # pylint: disable=protected-access
         return graph_node
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
@@ -222,8 +233,14 @@ class _ScatterKernel(ops.Custom):
             args = self._convert(*args)
             if (self._direct is not None and isinstance(args[1], Tensor) and isinstance(args[2], Tensor)
                     and _ascend.device_target() == "CPU"):
-                self._direct(*args, self._check_direct(*args))
-                return _TOKEN
+                if self._token:
+                    self._direct(*args, self._check_direct(*args))
+                    return _TOKEN
+                if not _pynative_executor.requires_grad():  # else MindSpore must see the op (its bprop)
+                    names = self._check_direct(*args)
+                    out = _empty_like(args[0], names[0])
+                    self._direct(*args, names, out=out)
+                    return out
             before = error_count(self._library)
             waits = self._caller_waits
             if waits is not None:
@@ -278,11 +295,11 @@ class _InPlaceKernel(_ScatterKernel):
     """In place on a Parameter, 1-element token output: the O(updates) path."""
     __mindspore_signature__ = _IN_PLACE_SIGNATURE
 
-    def __init__(self, op_name, family, node=None):
-        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, node=node)
+    def __init__(self, op_name, family, graph="dispatch"):
+        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, graph=graph)
 
     def __deepcopy__(self, memo):
-        return type(self)(self.op_name, self.family, node=self._node)
+        return type(self)(self.op_name, self.family, graph=self._graph)
 
 
 class _InPlaceScatter(_ScatterKernel):
@@ -293,7 +310,7 @@ class _InPlaceScatter(_ScatterKernel):
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
-        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True, node="static")
+        self._setup(self._op, self._family, f"{self._op}_return", side_effect=True)
         self.add_prim_attr('use_locking', use_locking)
         self.use_locking = use_locking
         if self._hybrid is None:
@@ -315,47 +332,56 @@ class _InPlaceScatter(_ScatterKernel):
     def __deepcopy__(self, memo):
         return type(self)(use_locking=self.use_locking)
 
+    def shard(self, in_strategy=None, out_strategy=None):
+        """Semi-auto parallel: a row split of input_x (ms_scatter.distributed.shard_primitive)."""
+        from . import distributed  # pylint: disable=import-outside-toplevel  (it imports this module)
+        return distributed.shard_primitive(self, in_strategy, out_strategy)
+
 
 class _TensorScatter(_ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
     _op = _family = _reduction = None
+    _function = None  # the functional form, set when the class is made
 
     def __init__(self):
-        self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False))
+        self._init_kernel()
+        if self._hybrid is None and type(self)._function is not None:
+            # A user's instance runs the functional form in a graph too (as the in-place
+            # primitives do): keyword arguments are then bound as Python binds them.
+            self.__ms_class__ = True
+            self.__call__ = type(self)._function
+
+    def _init_kernel(self, graph=None):
+        self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False),
+                    graph=graph)
+
+    @classmethod
+    def _bare(cls):
+        """The kernel the functional form launches (in a graph: one of its two nodes)."""
+        kernel = cls.__new__(cls)
+        kernel._init_kernel("dispatch")  # pylint: disable=protected-access
+        return kernel
+
+    shard = _InPlaceScatter.shard
 
     def __deepcopy__(self, memo):
-        return type(self)() if self._node is None else self._graph_node(self._node)
-
-
-_FORMULA = {
-    "Add": "x[idx] += updates", "Sub": "x[idx] -= updates", "Mul": "x[idx] *= updates",
-    "Div": "x[idx] /= updates", "Max": "x[idx] = maximum(x[idx], updates)",
-    "Min": "x[idx] = minimum(x[idx], updates)", "Update": "x[idx] = updates",
-}
-_INDEXING = {
-    "Scatter": "in place on a Parameter; `indices` (int32/int64, any shape) index the first axis; "
-               "updates.shape == indices.shape + input_x.shape[1:].",
-    "ScatterNd": "in place on a Parameter; indices[..., :d] (d = indices.shape[-1]) index the first d axes; "
-                 "updates.shape == indices.shape[:-1] + input_x.shape[d:].",
-    "TensorScatter": "out of place (input_x unchanged); indices of rank >= 2, indices[..., :d] index the first d "
-                     "axes; updates.shape == indices.shape[:-1] + input_x.shape[d:].",
-}
+        return type(self)() if self._graph is None else self._graph_node(self._graph)
 
 
 def _make(family, reduction):
     op = family + reduction
-    doc = (f"{op}: {_FORMULA[reduction]}, {_INDEXING[family]} Duplicate indices apply in index order; "
-           f"see the README for the policies (out-of-range indices, division by zero, NaN).")
+    doc = _docs.primitive_doc(family, reduction)
     attrs = {"_op": op, "_family": family, "_reduction": reduction, "__doc__": doc, "__module__": "ms_scatter"}
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
-        kernel = cls()
+        kernel = cls._bare()
         hybrid = _ascend.HybridOp(op, family, kernel._convert)
 
         def function(input_x, indices, updates):
             if _ascend.hybrid_selected():
                 return hybrid(input_x, indices, updates)
             return kernel(input_x, indices, updates)
+        cls._function = staticmethod(function)
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
         kernel = _InPlaceKernel(op, family)
@@ -369,7 +395,7 @@ def _make(family, reduction):
             return aot_function(input_x, indices, updates)
         cls._function = staticmethod(aot_function)
     function.__name__ = function.__qualname__ = infer.function_name(op)
-    function.__doc__ = f"Functional form of :class:`{op}` (same inputs). {doc}"
+    function.__doc__ = _docs.function_doc(family, reduction)
     return cls, function
 
 

@@ -167,50 +167,60 @@ def kernel_library(path=None):
     return _lib_cache[path]
 
 
-def entry_name(op, output="token"):
+def entry_name(op, output="token", sharded=False):
     """Entry point of `op` in the library: Scatter*/ScatterNd* have '_token' (in place,
-    1-element output) and '_return' (in place + copy); TensorScatter* one entry."""
+    1-element output) and '_return' (in place + copy); TensorScatter* one entry. The row-shard
+    entries (sharded=True): '<op>_shard_token', 'TensorScatter<R>_shard'."""
     family, _ = split_op(op)
+    if sharded:
+        return f"{op}_shard" if family == "TensorScatter" else f"{op}_shard_token"
     return op if family == "TensorScatter" else f"{op}_{output}"
 
 
 class KernelCall:
     """A prepared call of one entry point on numpy buffers (no copies): `run()` launches
     the kernel on them exactly as MindSpore would and returns its code. `x` is updated in
-    place by the in-place entries. Used by call_kernel and the benchmark."""
+    place by the in-place entries. Used by call_kernel and the benchmark. With `shard`
+    (int64 (row_begin, global_rows)) the row-shard entry is called, x being the shard."""
 
-    def __init__(self, op, x, indices, updates, output="token", library=None, out=None):
-        self.entry = entry_name(op, output)
+    def __init__(self, op, x, indices, updates, output="token", library=None, out=None, shard=None):
+        self.entry = entry_name(op, output, sharded=shard is not None)
         self.fn = getattr(kernel_library(library), self.entry)
         self.fn.restype = ctypes.c_int
         if out is None:
             out = np.zeros((1,), np.int32) if self.entry.endswith("_token") else np.zeros_like(x)
-        self.arrays = arrays = [x, indices, updates, out]
+        inputs = [x, indices, updates] + ([] if shard is None else [shard])
+        self.arrays = arrays = inputs + [out]
         for a in arrays:
             if not a.flags.c_contiguous:
                 raise ValueError("KernelCall needs C-contiguous arrays")
-        self.params = (ctypes.c_void_p * 4)(*[a.ctypes.data for a in arrays])
-        self.ndims = (ctypes.c_int * 4)(*[a.ndim for a in arrays])
+        k = self.nparam = len(arrays)
+        self.params = (ctypes.c_void_p * k)(*[a.ctypes.data for a in arrays])
+        self.ndims = (ctypes.c_int * k)(*[a.ndim for a in arrays])
         self._shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
-        self.shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(
+        self.shapes = (ctypes.POINTER(ctypes.c_int64) * k)(
             *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in self._shape_bufs])
-        self.dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in arrays])
+        self.dtypes = (ctypes.c_char_p * k)(*[a.dtype.name.encode() for a in arrays])
 
     @property
     def out(self):
-        return self.arrays[3]
+        return self.arrays[-1]
 
     def run(self):
-        return self.fn(4, self.params, self.ndims, self.shapes, self.dtypes, None, None)
+        return self.fn(self.nparam, self.params, self.ndims, self.shapes, self.dtypes, None, None)
 
 
-def call_kernel(op, x, indices, updates, output="token", library=None):
-    """Run one entry point on numpy arrays exactly as MindSpore would call it.
+def call_kernel(op, x, indices, updates, output="token", library=None, shard=None):
+    """Run one entry point on numpy arrays exactly as MindSpore would call it (the row-shard
+    entry when `shard` = (row_begin, global_rows) is given: x is then the shard).
 
     Returns (return code, x after the call, output array). The caller's `x` is not
     modified: the kernel works on a copy."""
     x = np.array(x, copy=True, order="C")  # np.ascontiguousarray would turn 0-d arrays into (1,)
-    call = KernelCall(op, x, np.asarray(indices, order="C"), np.asarray(updates, order="C"), output, library)
+    if shard is not None:
+        shard = np.asarray(shard, np.int64)
+    call = KernelCall(op, x, np.asarray(indices, order="C"), np.asarray(updates, order="C"), output, library,
+                      shard=shard)
     rc = call.run()
     return rc, x, call.out
 

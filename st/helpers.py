@@ -14,7 +14,7 @@ from ms_scatter.testing import split_op
 
 # The 21 operators in table order (family x reduction), e.g. "ScatterNdMax".
 OPS = list(ms_scatter.PRIMITIVES)
-VALUE_DTYPES = ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8")
+VALUE_DTYPES = ms_scatter.infer.VALUE_DTYPES
 INDEX_DTYPES = ("int32", "int64")
 
 
@@ -102,6 +102,8 @@ def assert_same(actual, expected, what="result"):
     expected = np.asarray(expected)
     assert actual.dtype == expected.dtype, f"{what}: dtype {actual.dtype} != {expected.dtype}"
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    if actual.dtype.name == "bfloat16":  # exact in float32
+        actual, expected = actual.astype(np.float32), expected.astype(np.float32)
     if actual.dtype.kind == "f":
         same = (actual == expected) | (np.isnan(actual) & np.isnan(expected))
     else:

@@ -389,7 +389,7 @@ def test_out_of_range_index_under_a_gradient(mode, monkeypatch):
 @GRAPH
 def test_shape_mismatch_at_launch(mode):
     """Mismatches that only the launch can see: MindSpore's RuntimeError carrying our
-    message (infer/'s rules, the kernels' wording), which names the op; nothing written;
+    message (the kernels' rules and wording), which names the op; nothing written;
     eager calls of the same primitive instance work afterwards."""
     prim = ms_scatter.ScatterUpdate()
     param = Parameter(Tensor(X), name="p")
@@ -409,8 +409,8 @@ def test_shape_mismatch_at_launch(mode):
     prim = ms_scatter.ScatterNdAdd()
     net = _InPlace(prim, param)
     net.set_inputs(_spec(None, "int32"), f32)
-    with pytest.raises(RuntimeError, match=r"For 'ScatterNdAdd', the last dimension of 'indices' must be <= the "
-                                           r"rank of 'input_x' \(2\), but got 3 "):
+    with pytest.raises(RuntimeError, match=r"For 'ScatterNdAdd', the index depth must be <= rank of 'input_x' "
+                                           r"\(2\), but got 3\."):
         net(Tensor(np.array([[1, 1, 1]], np.int32)), Tensor(np.ones((1,), np.float32)))
     assert_unchanged(param, X, "the Parameter")
     _eager_still_works("ScatterNdAdd", prim, ms_scatter.scatter_nd_add)

@@ -17,7 +17,7 @@ import pytest
 from mindspore import Parameter, Tensor
 
 import ms_scatter
-from ms_scatter.testing import oracle, random_case, split_op
+from ms_scatter.testing import is_float, oracle, random_case, split_op
 
 from .helpers import (INDEX_DTYPES, OPS, VALUE_DTYPES, Runner, assert_same, assert_unchanged,
                       callable_for, function_name, in_place)
@@ -35,13 +35,14 @@ def _case_params():
     """(mode, op, kind, dtype, index_dtype, case number) of the sampled product."""
     cases = []
     for n, op in enumerate(OPS):
-        for j in range(8):  # PYNATIVE: all dtypes per operator, both index dtypes per form
-            cases.append(("PYNATIVE", op, KINDS[j % 2], VALUE_DTYPES[(j + n) % 8],
+        for j in range(len(VALUE_DTYPES)):  # PYNATIVE: all dtypes per operator, both index dtypes per form
+            cases.append(("PYNATIVE", op, KINDS[j % 2], VALUE_DTYPES[(j + n) % len(VALUE_DTYPES)],
                           INDEX_DTYPES[(j // 2 + n) % 2], j))
         for k, kind in enumerate(KINDS):  # GRAPH: each form once per operator
-            cases.append(("GRAPH", op, kind, VALUE_DTYPES[(3 * n + 5 * k + 1) % 8],
-                          INDEX_DTYPES[(n + k) % 2], 8 + k))
-        cases.append(("JIT", op, "function", VALUE_DTYPES[(5 * n + 2) % 8], INDEX_DTYPES[(n + 1) % 2], 10))
+            cases.append(("GRAPH", op, kind, VALUE_DTYPES[(3 * n + 5 * k + 1) % len(VALUE_DTYPES)],
+                          INDEX_DTYPES[(n + k) % 2], 100 + k))
+        cases.append(("JIT", op, "function", VALUE_DTYPES[(5 * n + 2) % len(VALUE_DTYPES)], INDEX_DTYPES[(n + 1) % 2],
+                      102))
     return cases
 
 
@@ -58,7 +59,7 @@ def _make_case(op, dtype, index_dtype, j, mode):
     duplicates = j % 4 != 3
     x, i1, u1 = random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates, depth)
     _, i2, u2 = random_case(rng, op, x_shape, n_index, dtype, index_dtype, True, depth)
-    if np.dtype(dtype).kind == "f" and j % 3 == 0:  # NaNs on both sides
+    if is_float(dtype) and j % 3 == 0:  # NaNs on both sides
         x.flat[int(rng.integers(x.size))] = np.nan
         u1.flat[int(rng.integers(u1.size))] = np.nan
         u2.flat[0] = np.nan

@@ -33,7 +33,11 @@ import ms_scatter
 from ms_scatter import _vmap
 from ms_scatter.testing import oracle, random_case, split_op
 
-from .helpers import INDEX_DTYPES, OPS, VALUE_DTYPES, assert_same, assert_unchanged, callable_for, in_place
+from .helpers import INDEX_DTYPES, OPS, VALUE_DTYPES as _ALL_DTYPES, assert_same, assert_unchanged, callable_for, in_place
+
+# MindSpore 2.10's CPU kernels of the ops that batching needs (ExpandDims, BroadcastTo, Transpose)
+# have no bfloat16: vmap over bfloat16 fails in MindSpore before our kernel runs.
+VALUE_DTYPES = tuple(d for d in _ALL_DTYPES if d != "bfloat16")
 
 B = 3  # batch size
 KINDS = ("primitive", "function")
@@ -64,14 +68,14 @@ def _params():
         all_axes = _axes_for(op)
         for k, kind in enumerate(KINDS):
             for j, axes in enumerate(all_axes):
-                cases.append(("PYNATIVE", op, kind, axes, VALUE_DTYPES[(n + 3 * k + j) % 8],
+                cases.append(("PYNATIVE", op, kind, axes, VALUE_DTYPES[(n + 3 * k + j) % len(VALUE_DTYPES)],
                               INDEX_DTYPES[(n + k + j) % 2], 1 + (n + j) % 3))
             for j in range(2):
                 axes = all_axes[(n + 2 * k + j) % len(all_axes)]
-                cases.append(("GRAPH", op, kind, axes, VALUE_DTYPES[(5 * n + k + 2 * j + 1) % 8],
+                cases.append(("GRAPH", op, kind, axes, VALUE_DTYPES[(5 * n + k + 2 * j + 1) % len(VALUE_DTYPES)],
                               INDEX_DTYPES[(n + j) % 2], 1 + (n + k + j) % 3))
         axes = all_axes[(3 * n + 1) % len(all_axes)]
-        cases.append(("JIT", op, "function", axes, VALUE_DTYPES[(3 * n + 2) % 8], INDEX_DTYPES[n % 2],
+        cases.append(("JIT", op, "function", axes, VALUE_DTYPES[(3 * n + 2) % len(VALUE_DTYPES)], INDEX_DTYPES[n % 2],
                       1 + n % 3))
     return cases
 

@@ -2,8 +2,9 @@
 
 Wherever nvcc exists (skipped with the reason where it does not):
 * the library compiles for sm_90 without a warning, and exports exactly the CPU
-  library's entry points (nm -D): the 35 aot entries, their 35 <entry>InferShape functions
-  (dynamic shapes), ms_scatter_last_error and ms_scatter_infer_shape; only the
+  library's entry points (nm -D): the 35 aot entries, the 21 row-shard entries, the
+  <entry>InferShape function of each (dynamic shapes), ms_scatter_last_error,
+  ms_scatter_format_error, ms_scatter_call_counts and ms_scatter_infer_shape; only the
   CPU thread-pool controls are CPU-only;
 * argument errors found on the host give the CPU library's code and message (no device
   needed: they return before any CUDA call);
@@ -126,9 +127,14 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
     assert CPU_ONLY <= cpu, f"the CPU library no longer exports {CPU_ONLY - cpu}: update CPU_ONLY"
     assert gpu == cpu - CPU_ONLY, (f"only in the GPU library: {sorted(gpu - cpu)}; "
                                    f"missing from it: {sorted(cpu - CPU_ONLY - gpu)}")
-    entries = {ms_testing.entry_name(op, out) for op, out in ENTRIES}
-    expected = entries | {e + "InferShape" for e in entries} | {"ms_scatter_last_error", "ms_scatter_infer_shape"}
-    assert len(ENTRIES) == 35 and gpu == expected
+    expected = {ms_testing.entry_name(op, out) for op, out in ENTRIES} | {"ms_scatter_last_error",
+                                                                          "ms_scatter_format_error",
+                                                                          "ms_scatter_call_counts",
+                                                                          "ms_scatter_infer_shape"}
+    shards = {ms_testing.entry_name(f + r, sharded=True) for f in infer.FAMILIES for r in infer.REDUCTIONS}
+    infer_shapes = {e + "InferShape" for e in expected | shards if not e.startswith("ms_scatter_")}
+    assert len(ENTRIES) == 35 and len(shards) == 21 and len(infer_shapes) == 56
+    assert gpu == expected | shards | infer_shapes
     assert "warning" not in output.lower(), output
 
 

@@ -122,20 +122,20 @@ struct Work {
 // because in PYNATIVE the Python thread spin-waits on the other core; the float16 grouped
 // path (sort + float accumulation) gained 1.6-2.1x from two threads, and sorted indices
 // (a stream of updates, bandwidth-bound) 1.3x.
-inline int choose_threads(const Plan &p, int64_t min_off, int64_t max_off, size_t elem_size, bool grouped,
-                          bool sorted) {
+inline int choose_threads(const Plan &p, int64_t n, int64_t min_off, int64_t max_off, size_t elem_size,
+                          bool grouped, bool sorted) {
   const int setting = ThreadPool::instance().setting();
   const int avail = setting > 0 ? setting : (grouped || sorted ? ThreadPool::all_cores() : 1);
-  if (avail <= 1 || p.n * p.slice < kParallelMinWork || p.n < 2 * avail) return 1;
+  if (avail <= 1 || n * p.slice < kParallelMinWork || n < 2 * avail) return 1;
   // All updates on a few rows: the work stays in cache and one thread is faster.
   if ((max_off - min_off + p.slice) * static_cast<int64_t>(elem_size) < kFewRowsBytes) return 1;
   return avail;
 }
 
-// Split positions [0, n) among `threads` owners by destination, balancing counts with a
-// histogram of the offsets.
-inline void partition(const int64_t *off, int64_t n, int64_t min_off, int64_t max_off, int threads,
-                      Work *w) {
+// Split positions pos[0..n) ([0, n) when pos is null) among `threads` owners by
+// destination, balancing counts with a histogram of the offsets.
+inline void partition(const int64_t *off, const int64_t *pos, int64_t n, int64_t min_off, int64_t max_off,
+                      int threads, Work *w) {
   w->threads = threads;
   const int bins = threads * kBinsPerThread;
   const double scale = static_cast<double>(bins) / static_cast<double>(max_off - min_off + 1);
@@ -155,7 +155,7 @@ inline void partition(const int64_t *off, int64_t n, int64_t min_off, int64_t ma
     int64_t lo, hi;
     chunk_range(c, &lo, &hi);
     int64_t *cnt = counts.data() + static_cast<size_t>(c) * bins;
-    for (int64_t k = lo; k < hi; ++k) ++cnt[bin_of(off[k])];
+    for (int64_t k = lo; k < hi; ++k) ++cnt[bin_of(off[pos ? pos[k] : k])];
   };
   if (!pool.run(threads, count_fn))
     for (int c = 0; c < threads; ++c) count_fn(c);
@@ -194,7 +194,10 @@ inline void partition(const int64_t *off, int64_t n, int64_t min_off, int64_t ma
     int64_t lo, hi;
     chunk_range(c, &lo, &hi);
     int64_t *st = start.data() + static_cast<size_t>(c) * threads;
-    for (int64_t k = lo; k < hi; ++k) w->pos[st[owner[bin_of(off[k])]]++] = k;
+    for (int64_t k = lo; k < hi; ++k) {
+      const int64_t at = pos ? pos[k] : k;
+      w->pos[st[owner[bin_of(off[at])]]++] = at;
+    }
   };
   if (!pool.run(threads, fill_fn))
     for (int c = 0; c < threads; ++c) fill_fn(c);
@@ -428,39 +431,46 @@ void apply(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t
     apply_grouped<T, Op>(dst, upd, off, pos, m, slice, lo, hi);
 }
 
+// Applies positions pos[0..n) (all p.n positions when pos is null: a row shard passes the
+// positions it keeps); st describes their offsets.
 template <typename T, typename Op>
-void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const OffsetStats &st) {
-  if (p.n == 0 || p.slice == 0) return;
+void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const OffsetStats &st,
+               const int64_t *pos, int64_t n) {
+  if (n == 0 || p.slice == 0) return;
   const int64_t min_off = st.min, max_off = st.max;
   const bool sorted = st.sorted;
   constexpr bool grouped = !std::is_same<typename Reducer<T, Op>::acc_t, T>::value;
-  const int threads = choose_threads(p, min_off, max_off, sizeof(T), grouped, sorted);
+  const int threads = choose_threads(p, n, min_off, max_off, sizeof(T), grouped, sorted);
+  auto at = [pos](int64_t q) { return pos ? pos[q] : q; };
   if (threads > 1 && sorted) {
     // Sorted indices: contiguous runs of positions, cut between destinations.
-    std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, p.n);
+    std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, n);
     cut[0] = 0;
     for (int t = 1; t < threads; ++t) {
-      int64_t c = std::max(cut[t - 1], p.n * t / threads);
-      while (c > 0 && c < p.n && off[c] == off[c - 1]) ++c;
+      int64_t c = std::max(cut[t - 1], n * t / threads);
+      while (c > 0 && c < n && off[at(c)] == off[at(c - 1)]) ++c;
       cut[t] = c;
     }
     auto fn = [&](int t) {
       // positions cut[t] .. cut[t + 1]: the call's arrays from there on, extremes at the ends
       const int64_t m = cut[t + 1] - cut[t];
-      if (m > 0)
-        apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, off[cut[t]],
-                     off[cut[t + 1] - 1]);
+      if (m <= 0) return;
+      const int64_t lo = off[at(cut[t])], hi = off[at(cut[t + 1] - 1)];
+      if (pos)
+        apply<T, Op>(dst, upd, off, pos + cut[t], m, p.slice, lo, hi);
+      else
+        apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, lo, hi);
     };
     if (ThreadPool::instance().run(threads, fn)) return;
   } else if (threads > 1) {
     Work w;
-    partition(off, p.n, min_off, max_off, threads, &w);
+    partition(off, pos, n, min_off, max_off, threads, &w);
     auto fn = [&](int t) {
       apply<T, Op>(dst, upd, off, w.pos.data() + w.begin[t], w.begin[t + 1] - w.begin[t], p.slice);
     };
     if (ThreadPool::instance().run(threads, fn)) return;
   }
-  apply<T, Op>(dst, upd, off, nullptr, p.n, p.slice, min_off, max_off);
+  apply<T, Op>(dst, upd, off, pos, n, p.slice, min_off, max_off);
 }
 
 // Copy of input_x into the output (TensorScatter, and the in-place primitive's result):
@@ -489,6 +499,11 @@ inline int64_t *offset_buffer(int64_t n) {
   thread_local Scratch<int64_t> buf;
   return buf.get(static_cast<size_t>(n > 0 ? n : 1));
 }
+// The positions a row shard keeps (sharded entries only).
+inline int64_t *position_buffer(int64_t n) {
+  thread_local Scratch<int64_t> buf;
+  return buf.get(static_cast<size_t>(n > 0 ? n : 1));
+}
 
 template <typename T, typename I, typename Op>
 int run(const Plan &p, OutputMode om, void **params) {
@@ -506,7 +521,16 @@ int run(const Plan &p, OutputMode om, void **params) {
   }
   int64_t *off = offset_buffer(p.n);
   OffsetStats st;
-  int rc = index_offsets<I>(p, idx, off, &st);
+  const int64_t *pos = nullptr;  // a row shard's kept positions (null: all of them)
+  int64_t kept = p.n;
+  int rc;
+  if (p.sharded) {
+    int64_t *keep = position_buffer(p.n);
+    rc = shard_offsets<I>(p, idx, off, keep, &kept, &st);
+    if (kept < p.n) pos = keep;
+  } else {
+    rc = index_offsets<I>(p, idx, off, &st);
+  }
   if (rc != kOk) return rc;
   if constexpr (RejectsZero<Op>::value && std::is_integral<T>::value) {
     rc = check_nonzero<T>(p, upd);
@@ -514,25 +538,31 @@ int run(const Plan &p, OutputMode om, void **params) {
   }
   T *dst = x;
   if (om == OutputMode::kTensor) {
-    dst = static_cast<T *>(params[3]);
+    dst = static_cast<T *>(params[p.out_arg]);
     if (x_bytes) copy_bytes(dst, x, x_bytes);
   }
   {
     std::unique_lock<std::mutex> lock(lock_for(x), std::defer_lock);
     if (om != OutputMode::kTensor) lock.lock();
-    apply_all<T, Op>(p, dst, upd, off, st);
-    if (om == OutputMode::kReturn && x_bytes) copy_bytes(params[3], x, x_bytes);
+    apply_all<T, Op>(p, dst, upd, off, st, pos, kept);
+    if (om == OutputMode::kReturn && x_bytes) copy_bytes(params[p.out_arg], x, x_bytes);
   }
-  if (om == OutputMode::kToken) *static_cast<int32_t *>(params[3]) = 0;
+  if (om == OutputMode::kToken) *static_cast<int32_t *>(params[p.out_arg]) = 0;
   return kOk;
 }
 
 template <typename Op>
-int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **params, int *ndims,
+int dispatch(const char *op, IndexMode im, OutputMode om, bool sharded, int nparam, void **params, int *ndims,
              int64_t **shapes, const char **dtypes, void * /* stream: unused on CPU */) {
   Plan p;
-  int rc = make_plan(op, im, nparam, ndims, shapes, &p);
+  int rc = make_plan(op, im, sharded, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
+  if (sharded) {
+    // (row_begin, global_rows): host memory on CPU
+    rc = check_shard_dtype(p, dtypes);
+    if (rc == kOk) rc = set_shard(&p, static_cast<const int64_t *>(params[3]));
+    if (rc != kOk) return rc;
+  }
   return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
     return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params);
   });

@@ -11,8 +11,9 @@ no installed ms_scatter).
    infer/__init__.py: the same oracle as the CPU tests, not a copy), bit for bit, each
    call twice (determinism); plus the error paths (out-of-range and negative indices,
    integer division by zero: the code, the CPU library's message, input_x unchanged),
-   the policies (index order, float16 rounded once), a non-default stream, and two
-   threads on two streams updating one input_x.
+   the policies (index order, float16 rounded once), a non-default stream, two
+   threads on two streams updating one input_x, and the row-shard entries (blocks of a
+   table against the oracle on the whole, an index past the table on every block).
 3. Measures ScatterAdd float32 on a 1e6 x 64 input_x with 1e6 indices: effective
    bandwidth, against a plain device copy and cupyx.scatter_add (atomics, not
    deterministic) as references.
@@ -113,37 +114,40 @@ class GpuLibrary:
         return code, buf.value.decode("utf-8", "replace"), count.value
 
     def prepare(self, entry, arrays, stream=None):
-        """A launcher of `entry` on four CuPy arrays (x, indices, updates, out): returns
-        run() -> code (asynchronous apart from the kernel's own validation round trip)."""
+        """A launcher of `entry` on CuPy arrays (x, indices, updates, out; a row-shard entry:
+        x, indices, updates, shard, out): returns run() -> code (asynchronous apart from the
+        kernel's own validation round trip)."""
         import cupy as cp
         f = self.fn(entry)
-        params = (ctypes.c_void_p * 4)(*[a.data.ptr for a in arrays])
-        ndims = (ctypes.c_int * 4)(*[a.ndim for a in arrays])
+        k = len(arrays)
+        params = (ctypes.c_void_p * k)(*[a.data.ptr for a in arrays])
+        ndims = (ctypes.c_int * k)(*[a.ndim for a in arrays])
         shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
-        shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(
+        shapes = (ctypes.POINTER(ctypes.c_int64) * k)(
             *[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in shape_bufs])
-        dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in arrays])
+        dtypes = (ctypes.c_char_p * k)(*[a.dtype.name.encode() for a in arrays])
         stream = stream if stream is not None else cp.cuda.get_current_stream()
         handle = ctypes.c_void_p(stream.ptr)
 
         def run():
-            return f(4, params, ndims, shapes, dtypes, handle, None)
+            return f(k, params, ndims, shapes, dtypes, handle, None)
 
         run.keep_alive = (arrays, shape_bufs, params, ndims, shapes, dtypes, stream)
         return run
 
-    def call(self, op, x, indices, updates, output="token", stream=None):
-        """Run one entry point on copies of numpy arrays on the device; returns (code, x
-        after the call, out) as numpy arrays, and checks that indices/updates were not
-        written (raises AssertionError)."""
+    def call(self, op, x, indices, updates, output="token", stream=None, shard=None):
+        """Run one entry point on copies of numpy arrays on the device (the row-shard entry
+        with shard = (row_begin, global_rows)); returns (code, x after the call, out) as numpy
+        arrays, and checks that indices/updates were not written (raises AssertionError)."""
         import cupy as cp
-        entry = self.testing.entry_name(op, output)
+        entry = self.testing.entry_name(op, output, sharded=shard is not None)
         # np.array, not np.ascontiguousarray: a 0-d array must stay 0-d (ndim 0, as MindSpore passes it)
         x, indices, updates = (np.array(a, order="C") for a in (x, indices, updates))
         xd, idd, ud = cp.asarray(x), cp.asarray(indices), cp.asarray(updates)
         out = cp.zeros((1,), cp.int32) if entry.endswith("_token") else cp.zeros_like(xd)
         stream = stream if stream is not None else cp.cuda.get_current_stream()
-        rc = self.prepare(entry, [xd, idd, ud, out], stream)()
+        info = [] if shard is None else [cp.asarray(np.asarray(shard, np.int64))]
+        rc = self.prepare(entry, [xd, idd, ud] + info + [out], stream)()
         stream.synchronize()
         assert cp.asnumpy(idd).tobytes() == indices.tobytes(), f"{entry}: indices modified"
         assert cp.asnumpy(ud).tobytes() == updates.tobytes(), f"{entry}: updates modified"
@@ -355,6 +359,44 @@ def check_policies(lib, testing):
 BIG_DTYPES = ("float16", "float32", "int32")
 
 
+def check_shards(lib, testing):
+    """The row-shard entries: the blocks (4, 3, 3 rows) of a 10-row table, each through its
+    own entry with the whole batch, put together equal the oracle on the whole table bit
+    for bit; an index past the global rows fails every block (code 2, nothing written).
+    Returns (number of calls checked, failures)."""
+    fails, checked = [], 0
+    blocks = ((0, 4), (4, 3), (7, 3))
+    for family in testing.infer.FAMILIES:
+        for reduction in testing.infer.REDUCTIONS:
+            op = family + reduction
+            output = "tensor" if family == "TensorScatter" else "token"
+            for dtype in ("float32", "float16", "int32", "int64"):
+                for index_dtype in INDEX_DTYPES:
+                    case = f"{op}-{dtype}-{index_dtype}-shards"
+                    depth = 1 if family == "Scatter" else 2
+                    x, indices, updates = testing.random_case(rng_for(case), op, (10, 3), 12, dtype, index_dtype,
+                                                              True, depth)
+                    with np.errstate(over="ignore"):
+                        expected = testing.oracle(op, x, indices, updates)
+                    bad = indices.copy()
+                    bad.reshape(-1)[-depth] = 10
+                    got = []
+                    for begin, count in blocks:
+                        block = x[begin:begin + count]
+                        rc, after, out = lib.call(op, block, indices, updates, output, shard=(begin, 10))
+                        if rc != 0:
+                            fails.append(f"{case} block {begin}: code {rc}: {lib.last_error()[1]}")
+                        got.append(out if output == "tensor" else after)
+                        rc, after, _ = lib.call(op, block, bad, updates, output, shard=(begin, 10))
+                        if rc != 2 or after.tobytes() != np.array(block, order="C").tobytes():
+                            fails.append(f"{case} block {begin}: index past the table: code {rc} or written")
+                        checked += 2
+                    diff = bits_equal(np.concatenate(got), expected)
+                    if diff:
+                        fails.append(f"{case}: blocks differ from the oracle: {diff}")
+    return checked, fails
+
+
 def run_all(lib, testing, quick=False, log=print):
     """Every entry x dtype x index dtype. Returns (passed, failed, failures)."""
     passed = failed = 0
@@ -384,6 +426,11 @@ def run_all(lib, testing, quick=False, log=print):
     failed += len(fails)
     failures += fails
     log(f"{'policies':30s} {checked - min(len(fails), checked):5d} ok {len(fails):3d} failed")
+    checked, fails = check_shards(lib, testing)
+    passed += checked - min(len(fails), checked)
+    failed += len(fails)
+    failures += fails
+    log(f"{'row shards':30s} {checked - min(len(fails), checked):5d} ok {len(fails):3d} failed")
     return passed, failed, failures
 
 

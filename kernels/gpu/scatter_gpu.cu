@@ -82,13 +82,16 @@ struct Status {
   unsigned long long bad_index;  // first flat position in `indices` of an out-of-range value, or kNone
   unsigned long long zero;       // first flat position in `updates` of a 0 (integer Div), or kNone
   int num_segments;              // distinct destinations (DeviceRunLengthEncode's run count)
-  int pad;
+  int skipped;                   // 1 when a row shard skipped an index vector (-1: none)
 };
 
 struct IndexShape {  // passed by value to index_kernel
   int64_t depth;
-  int64_t dims[kMaxRank];    // x.shape[:depth]
-  int64_t weight[kMaxRank];  // destination slice number = sum(index[d] * weight[d])
+  int64_t dims[kMaxRank];    // bound of each index component: x.shape[:depth] (a row shard: global rows first)
+  int64_t weight[kMaxRank];  // destination slice number = sum(index[d] * weight[d]), index[0] local to the shard
+  int64_t row_begin;   // a row shard's first row (0 otherwise)
+  int64_t rows;        // the rows input_x holds: a vector outside [row_begin, row_begin + rows) is skipped
+  int64_t skip_key;    // the key a skipped vector gets: past every destination, so its segment sorts last
 };
 
 // ----------------------------------------------------------------------- the kernels
@@ -99,14 +102,24 @@ __global__ void index_kernel(const I *__restrict__ idx, int64_t n, IndexShape s,
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n; k += stride) {
     int64_t key = 0;
+    bool skip = false;
     for (int64_t d = 0; d < s.depth; ++d) {
-      const int64_t v = static_cast<int64_t>(idx[k * s.depth + d]);
+      int64_t v = static_cast<int64_t>(idx[k * s.depth + d]);
       if (v < 0 || v >= s.dims[d]) {
         atomicMin(&status->bad_index, static_cast<unsigned long long>(k * s.depth + d));
         key = 0;
+        skip = false;
         break;
       }
+      if (d == 0) {
+        v -= s.row_begin;
+        skip = static_cast<uint64_t>(v) >= static_cast<uint64_t>(s.rows);  // never for a whole input_x
+      }
       key += v * s.weight[d];
+    }
+    if (skip) {
+      key = s.skip_key;
+      status->skipped = 1;  // every writer stores the same value
     }
     keys[k] = static_cast<K>(key);
     pos[k] = static_cast<int>(k);
@@ -341,8 +354,14 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
       shape.weight[d] = static_cast<int64_t>(destinations);
       destinations *= static_cast<uint64_t>(p.x_shape[d] > 0 ? p.x_shape[d] : 1);
     }
+    shape.row_begin = p.sharded ? p.row_begin : 0;
+    shape.rows = p.depth > 0 ? p.x_shape[0] : 0;
+    if (p.sharded) shape.dims[0] = p.global_rows;
+    shape.skip_key = static_cast<int64_t>(destinations);
+    // keys up to destinations - 1, or the skip key for a row shard
+    const uint64_t max_key = p.sharded ? destinations : destinations - 1;
     int end_bit = 1;
-    while (end_bit < 64 && ((destinations - 1) >> end_bit) != 0) ++end_bit;
+    while (end_bit < 64 && (max_key >> end_bit) != 0) ++end_bit;
     wide = end_bit > 32;
     const size_t key_bytes = wide ? 8 : 4;
     MSS_CUDA("sizing the sort", wide ? cub_temp_bytes<uint64_t>(n, end_bit, &g.cub_bytes) : cub_temp_bytes<uint32_t>(n, end_bit, &g.cub_bytes));
@@ -391,6 +410,7 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
     }
     if (st.zero != kNone) return zero_error(p, static_cast<int64_t>(st.zero));
     num_segments = st.num_segments;
+    if (st.skipped == 1) --num_segments;  // the skipped vectors' segment, sorted last, is not applied
     if (num_segments > 0 && p.slice > 0) {
       size_t bytes = g.cub_bytes;
       MSS_CUDA("scanning the segments", cub::DeviceScan::ExclusiveSum(g.cub_temp, bytes, g.seg_count, g.seg_start,
@@ -401,7 +421,7 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
   // Validation passed: from here on we write.
   T *dst = x;
   if (om == OutputMode::kTensor) {
-    dst = static_cast<T *>(params[3]);
+    dst = static_cast<T *>(params[p.out_arg]);
     if (x_bytes) MSS_CUDA("copying input_x", cudaMemcpyAsync(dst, x, x_bytes, cudaMemcpyDeviceToDevice, stream));
   }
   {
@@ -430,24 +450,35 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
       MSS_CUDA("launching the scatter", cudaGetLastError());
     }
     if (om == OutputMode::kReturn && x_bytes)
-      MSS_CUDA("copying the result", cudaMemcpyAsync(params[3], x, x_bytes, cudaMemcpyDeviceToDevice, stream));
+      MSS_CUDA("copying the result", cudaMemcpyAsync(params[p.out_arg], x, x_bytes, cudaMemcpyDeviceToDevice, stream));
     if (done) {
       if (!*done) MSS_CUDA("creating an event", cudaEventCreateWithFlags(done, cudaEventDisableTiming));
       MSS_CUDA("recording an event", cudaEventRecord(*done, stream));
     }
   }
-  if (om == OutputMode::kToken) MSS_CUDA("writing the token", cudaMemsetAsync(params[3], 0, sizeof(int32_t), stream));
+  if (om == OutputMode::kToken)
+    MSS_CUDA("writing the token", cudaMemsetAsync(params[p.out_arg], 0, sizeof(int32_t), stream));
   ws.release();
   return kOk;
 }
 
 template <typename Op>
-int dispatch(const char *op, IndexMode im, OutputMode om, int nparam, void **params, int *ndims,
+int dispatch(const char *op, IndexMode im, OutputMode om, bool sharded, int nparam, void **params, int *ndims,
              int64_t **shapes, const char **dtypes, void *stream_ptr) {
   Plan p;
-  int rc = make_plan(op, im, nparam, ndims, shapes, &p);
+  int rc = make_plan(op, im, sharded, nparam, ndims, shapes, &p);
   if (rc != kOk) return rc;
   cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
+  if (sharded) {
+    // (row_begin, global_rows) live in device memory: one more host round trip per call
+    rc = check_shard_dtype(p, dtypes);
+    if (rc != kOk) return rc;
+    int64_t info[2] = {0, 0};
+    MSS_CUDA("reading the shard", cudaMemcpyAsync(info, params[3], sizeof info, cudaMemcpyDeviceToHost, stream));
+    MSS_CUDA("reading the shard", cudaStreamSynchronize(stream));
+    rc = set_shard(&p, info);
+    if (rc != kOk) return rc;
+  }
   return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
     return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params, stream);
   });

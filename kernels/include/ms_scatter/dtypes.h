@@ -23,6 +23,17 @@
   X(uint32, uint32_t)               \
   X(uint64, uint64_t)
 
+// The subset the Ascend C kernels are registered for (kernels/ascend/op_host): the AI core
+// has no double arithmetic, and bfloat16 and the wide unsigned types are not registered.
+#define MS_SCATTER_ASCEND_VALUE_DTYPES(X) \
+  X(float16, ::ms_scatter::half_t)        \
+  X(float32, float)                       \
+  X(int8, int8_t)                         \
+  X(int16, int16_t)                       \
+  X(int32, int32_t)                       \
+  X(int64, int64_t)                       \
+  X(uint8, uint8_t)
+
 #define MS_SCATTER_INDEX_DTYPES(X) \
   X(int32, int32_t)                \
   X(int64, int64_t)

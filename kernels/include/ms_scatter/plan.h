@@ -75,6 +75,17 @@ inline std::string position_str(int64_t flat, int ndim, const int64_t *shape) {
   return shape_str(ndim, pos.data());
 }
 
+// printf into a std::string (a message check_plan returns instead of reporting it).
+inline std::string format_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string format_message(const char *fmt, ...) {
+  char buf[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
 struct Plan {
   const char *op = "";
   int x_ndim = 0;
@@ -88,90 +99,39 @@ struct Plan {
   int64_t depth = 0;  // components per index vector
   int64_t slice = 1;  // elements per update slice
   int64_t strides[kMaxRank] = {0};  // element stride of each indexed dimension
+  int out_arg = 3;    // argument index of the output
+  // Row shard (the _shard entries): input_x holds rows [row_begin, row_begin + x_shape[0])
+  // of a table of global_rows rows. Dimension 0 of every index vector is a global row,
+  // checked against global_rows; a vector whose row is outside the shard is skipped.
+  bool sharded = false;
+  int64_t row_begin = 0;
+  int64_t global_rows = 0;
 };
 
-// printf into a std::string (the messages of the shape rule, which reports rather than sets).
-inline std::string format_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-inline std::string format_message(const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  std::vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
-// The shape rule of every family, on known shapes (infer/ has the same rule in Python,
-// where unknown dimensions are skipped): kFirstAxis indexes the first axis of input_x (a
-// 0-d input_x is one element; depth 1, every index dimension enumerates index vectors); kNd takes the
-// last axis of indices (rank >= min_indices_rank) as the depth, <= the rank of input_x;
-// updates.shape == indices.shape[:lead] + x.shape[depth:]. Returns kOk, or kBadArguments
-// with the message in *msg. Used by the kernels (make_plan) and by the shape inference of
-// dynamic-shape graphs (entries.h).
-inline int check_shapes(const char *op, IndexMode mode, int min_indices_rank, const int *ndims,
-                        const int64_t *const *shapes, std::string *msg) {
-  static const int64_t kOneElement[1] = {1};
-  int x_ndim = ndims[0];
-  const int idx_ndim = ndims[1], upd_ndim = ndims[2];
-  const int64_t *x = shapes[0], *idx = shapes[1], *upd = shapes[2];
-  int64_t depth = 1;
-  int lead = idx_ndim;  // index dims that enumerate index vectors
-  if (mode == IndexMode::kFirstAxis) {
-    if (x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis
-      x_ndim = 1;
-      x = kOneElement;
-    }
-  } else {
-    min_indices_rank = std::max(min_indices_rank, 1);
-    if (idx_ndim < min_indices_rank) {
-      *msg = format_message("For '%s', the rank of 'indices' must be >= %d, but got %d (shape %s).", op,
-                            min_indices_rank, idx_ndim, shape_str(idx_ndim, idx).c_str());
-      return kBadArguments;
-    }
-    depth = idx[idx_ndim - 1];
-    lead = idx_ndim - 1;
-    if (depth > x_ndim) {
-      *msg = format_message("For '%s', the last dimension of 'indices' must be <= the rank of 'input_x' (%d), "
-                            "but got %lld (indices %s, input_x %s).", op, x_ndim, static_cast<long long>(depth),
-                            shape_str(idx_ndim, idx).c_str(), shape_str(x_ndim, x).c_str());
-      return kBadArguments;
-    }
+// Build the plan from the shapes of (x, indices, updates, out), or for a sharded entry
+// (x, indices, updates, shard, out) with shard an int64 (row_begin, global_rows) whose
+// values set_shard reads. Our inference has already checked all of this; the kernels
+// check again so that a direct call cannot read out of bounds. `report`: write the reason
+// of a failure to the error channel (check_plan does not, but gives it in *why if asked).
+inline int plan_from_shapes(const char *op, IndexMode mode, bool sharded, const int *ndims, int64_t *const *shapes,
+                            Plan *p, bool report, std::string *why = nullptr) {
+#define MSS_PLAN_FAIL(...)                                           \
+  do {                                                               \
+    if (report) set_error(kBadArguments, __VA_ARGS__);               \
+    if (why) *why = format_message(__VA_ARGS__);                     \
+    return kBadArguments;                                            \
+  } while (0)
+  const int args = sharded ? 5 : 4;
+  for (int a = 0; a < args; ++a) {
+    if (!valid_shape(ndims[a], shapes[a]))
+      MSS_PLAN_FAIL("For '%s', argument %d has an invalid shape (negative or too large dimensions).", op, a);
   }
-  bool ok = upd_ndim == lead + (x_ndim - static_cast<int>(depth));
-  for (int i = 0; ok && i < lead; ++i) ok = upd[i] == idx[i];
-  for (int i = static_cast<int>(depth); ok && i < x_ndim; ++i) ok = upd[lead + i - depth] == x[i];
-  if (!ok) {
-    *msg = format_message("For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.",
-                          op, shape_str(idx_ndim, idx).c_str(), shape_str(ndims[0], shapes[0]).c_str(),
-                          shape_str(upd_ndim, upd).c_str());
-    return kBadArguments;
-  }
-  return kOk;
-}
-
-// Build the plan from the aot arguments (x, indices, updates, out). Our inference has
-// already checked all of this; the kernel checks again so that a direct call cannot
-// read out of bounds.
-inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int64_t **shapes,
-                     Plan *p) {
-  if (nparam != 4) {
-    set_error(kBadArguments, "For '%s', the kernel expects 3 inputs and 1 output, but got %d arguments.",
-              op, nparam);
-    return kBadArguments;
-  }
-  for (int a = 0; a < 4; ++a) {
-    if (!valid_shape(ndims[a], shapes[a])) {
-      set_error(kBadArguments, "For '%s', argument %d has an invalid shape (negative or too large dimensions).",
-                op, a);
-      return kBadArguments;
-    }
-  }
-  std::string msg;
-  if (check_shapes(op, mode, mode == IndexMode::kNd ? 1 : 0, ndims, shapes, &msg) != kOk) {
-    set_error(kBadArguments, "%s", msg.c_str());
-    return kBadArguments;
-  }
+  if (sharded && !(ndims[3] == 1 && shapes[3][0] == 2))
+    MSS_PLAN_FAIL("For '%s', 'shard' must have shape (2,) (row_begin, global_rows), but got %s.", op,
+                  shape_str(ndims[3], shapes[3]).c_str());
   p->op = op;
+  p->sharded = sharded;
+  p->out_arg = args - 1;
   p->x_ndim = ndims[0];
   p->x_shape = shapes[0];
   p->idx_ndim = ndims[1];
@@ -179,23 +139,35 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   p->upd_ndim = ndims[2];
   p->upd_shape = shapes[2];
   p->x_numel = numel(p->x_ndim, p->x_shape);
+  const int64_t idx_numel = numel(p->idx_ndim, p->idx_shape);
+  int lead = p->idx_ndim;  // index dims that enumerate index vectors
   if (mode == IndexMode::kFirstAxis) {
     p->depth = 1;
-    p->n = numel(p->idx_ndim, p->idx_shape);
+    p->n = idx_numel;
     if (p->x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis, as MindSpore's
       static const int64_t kOneElement[1] = {1};
       p->x_ndim = 1;
       p->x_shape = kOneElement;
     }
   } else {
+    if (p->idx_ndim < 1) MSS_PLAN_FAIL("For '%s', 'indices' must have rank >= 1, but got shape ().", op);
     p->depth = p->idx_shape[p->idx_ndim - 1];
-    p->n = numel(p->idx_ndim - 1, p->idx_shape);
+    lead = p->idx_ndim - 1;
+    p->n = numel(lead, p->idx_shape);
   }
-  if (p->depth > kMaxRank) {  // the rule (check_shapes) has checked depth <= rank of input_x
-    set_error(kBadArguments, "For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.",
-              op, p->x_ndim, static_cast<long long>(p->depth));
-    return kBadArguments;
-  }
+  if (p->depth > p->x_ndim || p->depth > kMaxRank)
+    MSS_PLAN_FAIL("For '%s', the index depth must be <= rank of 'input_x' (%d), but got %lld.", op, p->x_ndim,
+                  static_cast<long long>(p->depth));
+  // updates.shape == indices.shape[:lead] + x.shape[depth:]
+  bool ok = p->upd_ndim == lead + (p->x_ndim - static_cast<int>(p->depth));
+  for (int i = 0; ok && i < lead; ++i) ok = p->upd_shape[i] == p->idx_shape[i];
+  for (int i = static_cast<int>(p->depth); ok && i < p->x_ndim; ++i)
+    ok = p->upd_shape[lead + i - p->depth] == p->x_shape[i];
+  if (!ok)
+    MSS_PLAN_FAIL("For '%s', the shape of 'updates' must match 'indices' %s and 'input_x' %s, but got %s.", op,
+                  shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
+                  shape_str(p->upd_ndim, p->upd_shape).c_str());
+#undef MSS_PLAN_FAIL
   p->slice = numel(p->x_ndim - static_cast<int>(p->depth), p->x_shape + p->depth);
   int64_t stride = p->slice;
   for (int64_t d = p->depth - 1; d >= 0; --d) {
@@ -205,11 +177,57 @@ inline int make_plan(const char *op, IndexMode mode, int nparam, int *ndims, int
   return kOk;
 }
 
+// The plan of an aot call (x, indices, updates, [shard,] out); a failure is reported.
+inline int make_plan(const char *op, IndexMode mode, bool sharded, int nparam, int *ndims, int64_t **shapes,
+                     Plan *p) {
+  const int args = sharded ? 5 : 4;
+  if (nparam != args) {
+    set_error(kBadArguments, "For '%s', the kernel expects %d inputs and 1 output, but got %d arguments.",
+              op, args - 1, nparam);
+    return kBadArguments;
+  }
+  return plan_from_shapes(op, mode, sharded, ndims, shapes, p, true);
+}
+
+// The same checks without reporting a failure (its message in *why where given).
+inline int check_plan(const char *op, IndexMode mode, const int *ndims, int64_t *const *shapes, Plan *p,
+                      bool sharded = false, std::string *why = nullptr) {
+  return plan_from_shapes(op, mode, sharded, ndims, shapes, p, false, why);
+}
+
 // Do two byte ranges share memory? (updates that alias input_x: an in-place call reads them
 // as they were when it started, from a copy.)
 inline bool overlaps(const void *a, size_t a_bytes, const void *b, size_t b_bytes) {
   const uintptr_t pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
   return a_bytes && b_bytes && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// A sharded entry's 'shard' input must be int64 before the backend reads its two values.
+inline int check_shard_dtype(const Plan &p, const char *const *dtypes) {
+  if (std::strcmp(dtypes[3], "int64") == 0) return kOk;
+  set_error(kBadArguments, "For '%s', 'shard' must be int64, but got %s.", p.op, dtypes[3]);
+  return kBadArguments;
+}
+
+// The values of the 'shard' input (row_begin, global_rows), read by the backend: the shard
+// must lie inside the table, and index vectors must name a row.
+inline int set_shard(Plan *p, const int64_t *info) {
+  const long long begin = info[0], rows = info[1];
+  const long long local = p->x_ndim > 0 ? p->x_shape[0] : 0;
+  if (p->depth < 1) {
+    set_error(kBadArguments, "For '%s', a row-sharded 'input_x' needs index vectors of depth >= 1, but got depth %lld.",
+              p->op, static_cast<long long>(p->depth));
+    return kBadArguments;
+  }
+  if (begin < 0 || rows < 0 || begin > rows || local > rows - begin) {
+    set_error(kBadArguments,
+              "For '%s', 'shard' (row_begin, global_rows) must place the %lld rows of 'input_x' inside the table, "
+              "but got (%lld, %lld).", p->op, local, begin, rows);
+    return kBadArguments;
+  }
+  p->row_begin = begin;
+  p->global_rows = rows;
+  return kOk;
 }
 
 // What index_offsets learns about the offsets on its way (the engine's thread and path
@@ -220,22 +238,45 @@ struct OffsetStats {
 };
 
 // The two data errors, one wording on every backend: `flat` is the position of the bad
-// value in 'indices' (value `v`) or of the zero in 'updates'.
+// value in 'indices' (value `v`) or of the zero in 'updates'. The format_* functions write
+// the message into `buf` (the Ascend path formats a device-reported status with them);
+// index_error/zero_error also report it through the error channel.
+inline void format_index_message(char *buf, size_t len, const Plan &p, int64_t flat, long long v) {
+  const int64_t d = p.depth > 0 ? flat % p.depth : 0;
+  std::snprintf(buf, len,
+                "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
+                "shape %s), but got %lld at position %s of 'indices' (shape %s).",
+                p.op, static_cast<long long>(d < p.x_ndim ? p.x_shape[d] : 0), static_cast<long long>(d),
+                shape_str(p.x_ndim, p.x_shape).c_str(), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
+                shape_str(p.idx_ndim, p.idx_shape).c_str());
+}
+inline void format_zero_message(char *buf, size_t len, const Plan &p, int64_t flat) {
+  std::snprintf(buf, len,
+                "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
+                "but got 0 at position %s of 'updates' (shape %s).",
+                p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
+}
 inline int index_error(const Plan &p, int64_t flat, long long v) {
-  const int64_t d = flat % p.depth;
-  set_error(kIndexOutOfRange,
-            "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x' with "
-            "shape %s), but got %lld at position %s of 'indices' (shape %s).",
-            p.op, static_cast<long long>(p.x_shape[d]), static_cast<long long>(d),
-            shape_str(p.x_ndim, p.x_shape).c_str(), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
-            shape_str(p.idx_ndim, p.idx_shape).c_str());
+  if (p.sharded && p.depth > 0 && flat % p.depth == 0) {
+    std::vector<int64_t> global(p.x_shape, p.x_shape + p.x_ndim);
+    global[0] = p.global_rows;
+    set_error(kIndexOutOfRange,
+              "For '%s', each value of 'indices' must be in [0, %lld) (dimension 0 of 'input_x', rows [%lld, %lld) "
+              "of a table sharded by rows with global shape %s), but got %lld at position %s of 'indices' (shape %s).",
+              p.op, static_cast<long long>(p.global_rows), static_cast<long long>(p.row_begin),
+              static_cast<long long>(p.row_begin + p.x_shape[0]), shape_str(p.x_ndim, global.data()).c_str(), v,
+              position_str(flat, p.idx_ndim, p.idx_shape).c_str(), shape_str(p.idx_ndim, p.idx_shape).c_str());
+    return kIndexOutOfRange;
+  }
+  char message[1024];
+  format_index_message(message, sizeof message, p, flat, v);
+  set_error(kIndexOutOfRange, "%s", message);
   return kIndexOutOfRange;
 }
 inline int zero_error(const Plan &p, int64_t flat) {
-  set_error(kDivisionByZero,
-            "For '%s', integer division by zero: 'updates' must not contain 0 for dtype of 'input_x', "
-            "but got 0 at position %s of 'updates' (shape %s).",
-            p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
+  char message[1024];
+  format_zero_message(message, sizeof message, p, flat);
+  set_error(kDivisionByZero, "%s", message);
   return kDivisionByZero;
 }
 
@@ -295,6 +336,43 @@ int index_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict of
   return kOk;
 }
 
+// index_offsets for a row shard (Plan::sharded). Every index vector is checked, dimension
+// 0 against the global row count, before anything is written; the vectors whose row lies
+// in the shard get the element offset of their slice in the shard at off[k], and their
+// positions k, in index order, go to pos[0..*kept). The statistics are those of the kept
+// offsets. A vector outside the shard is never applied, whatever the reduction.
+template <typename I>
+int shard_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict off, int64_t *__restrict pos,
+                  int64_t *kept, OffsetStats *st) {
+  const int64_t n = p.n, depth = p.depth, begin = p.row_begin;
+  const uint64_t rows = static_cast<uint64_t>(p.x_shape[0]);
+  *st = OffsetStats();
+  int64_t m = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const I *vec = idx + k * depth;
+    for (int64_t d = 0; d < depth; ++d) {
+      const int64_t v = static_cast<int64_t>(vec[d]);
+      if (v < 0 || v >= (d == 0 ? p.global_rows : p.x_shape[d]))
+        return index_error(p, k * depth + d, static_cast<long long>(v));
+    }
+    const int64_t row = static_cast<int64_t>(vec[0]) - begin;
+    if (static_cast<uint64_t>(row) >= rows) continue;
+    int64_t o = row * p.strides[0];
+    for (int64_t d = 1; d < depth; ++d) o += static_cast<int64_t>(vec[d]) * p.strides[d];
+    if (m == 0) {
+      st->min = st->max = o;
+    } else {
+      st->sorted = st->sorted && o >= off[pos[m - 1]];
+      st->min = o < st->min ? o : st->min;
+      st->max = o > st->max ? o : st->max;
+    }
+    off[k] = o;
+    pos[m++] = k;
+  }
+  *kept = m;
+  return kOk;
+}
+
 template <typename T> struct TypeTag { using type = T; };
 
 // Checks the output MindSpore allocated from our inference (a 1-element int32 token, or
@@ -305,15 +383,16 @@ template <typename F>
 int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *const *shapes,
                     const char *const *dtypes, F &&f) {
   const char *op = p.op;
-  const bool token_ok = om == OutputMode::kToken && numel(ndims[3], shapes[3]) >= 1 &&
-                        std::strcmp(dtypes[3], "int32") == 0;
-  const bool full_ok = om != OutputMode::kToken && ndims[3] == ndims[0] &&
-                       std::equal(shapes[3], shapes[3] + ndims[3], shapes[0]) &&
-                       std::strcmp(dtypes[3], dtypes[0]) == 0;
+  const int o = p.out_arg;
+  const bool token_ok = om == OutputMode::kToken && numel(ndims[o], shapes[o]) >= 1 &&
+                        std::strcmp(dtypes[o], "int32") == 0;
+  const bool full_ok = om != OutputMode::kToken && ndims[o] == ndims[0] &&
+                       std::equal(shapes[o], shapes[o] + ndims[o], shapes[0]) &&
+                       std::strcmp(dtypes[o], dtypes[0]) == 0;
   if (!token_ok && !full_ok) {
     set_error(kBadArguments, "For '%s', the output must be %s, but got shape %s of dtype %s.", op,
               om == OutputMode::kToken ? "a 1-element int32 token" : "of the shape and dtype of 'input_x'",
-              shape_str(ndims[3], shapes[3]).c_str(), dtypes[3]);
+              shape_str(ndims[o], shapes[o]).c_str(), dtypes[o]);
     return kBadArguments;
   }
   if (std::strcmp(dtypes[0], dtypes[2]) != 0) {

@@ -1,4 +1,4 @@
-// ms-scatter: the reductions, shared by the CPU (C++) and GPU (CUDA) kernels.
+// ms-scatter: the reductions, shared by the CPU (C++), GPU (CUDA) and Ascend (Ascend C) kernels.
 //
 // A reduction is a compile-time tag (OpAdd, OpSub, ...). Reducer<T, Op> says how a
 // destination element of type T is loaded into its accumulator type (float for half),
@@ -7,52 +7,73 @@
 #ifndef MS_SCATTER_REDUCER_H_
 #define MS_SCATTER_REDUCER_H_
 
-#include <cstdint>
-#include <type_traits>
-
-#include "ms_scatter/half.h"
-
+// The AI core compiler (Ascend C device code, __CCE_AICORE__) gets no standard library and
+// no half_t (it has its own half type): the traits below are our own for that reason.
 #if defined(__CUDACC__)
 #define MSS_HD __host__ __device__ __forceinline__
+#elif defined(__CCE_AICORE__)
+#define MSS_HD __aicore__ inline
 #else
 #define MSS_HD inline
 #endif
 
+#if !defined(__CCE_AICORE__)
+#include <cstdint>
+
+#include "ms_scatter/half.h"
+#endif
+
 namespace ms_scatter {
 
-// Accumulator type: the 16-bit floats (float16, bfloat16) accumulate in float, everything
-// else in itself.
-template <typename T> struct AccOf { using type = T; };
-template <> struct AccOf<half_t> { using type = float; };
-template <> struct AccOf<bf16_t> { using type = float; };
+// Integer traits of the value dtypes: whether a type is an integer, whether it is signed,
+// and the unsigned type its arithmetic wraps in (at least as wide as unsigned int:
+// uint16_t * uint16_t would otherwise be promoted to signed int and could overflow).
+template <typename A> struct IntTraits { static constexpr bool integral = false, is_signed = true; using U = A; };
+#define MSS_INT_TRAITS(T, S, UT) \
+  template <> struct IntTraits<T> { static constexpr bool integral = true, is_signed = S; using U = UT; };
+MSS_INT_TRAITS(signed char, true, unsigned)
+MSS_INT_TRAITS(unsigned char, false, unsigned)
+MSS_INT_TRAITS(short, true, unsigned)
+MSS_INT_TRAITS(unsigned short, false, unsigned)
+MSS_INT_TRAITS(int, true, unsigned)
+MSS_INT_TRAITS(unsigned, false, unsigned)
+MSS_INT_TRAITS(long, true, unsigned long)
+MSS_INT_TRAITS(unsigned long, false, unsigned long)
+MSS_INT_TRAITS(long long, true, unsigned long long)
+MSS_INT_TRAITS(unsigned long long, false, unsigned long long)
+#undef MSS_INT_TRAITS
 
+// Accumulator type: the 16-bit floats (float16, bfloat16) accumulate in float, everything
+// else in itself. (The Ascend kernel adds the same rule for the AI core's own half type.)
+template <typename T> struct AccOf { using type = T; };
 template <typename T> MSS_HD typename AccOf<T>::type to_acc(T v) { return v; }
-template <> MSS_HD float to_acc<half_t>(half_t v) { return half_to_float(v); }
-template <> MSS_HD float to_acc<bf16_t>(bf16_t v) { return bf16_to_float(v); }
 template <typename T> MSS_HD T from_acc(typename AccOf<T>::type v) { return v; }
+#if !defined(__CCE_AICORE__)
+template <> struct AccOf<half_t> { using type = float; };
+template <> MSS_HD float to_acc<half_t>(half_t v) { return half_to_float(v); }
 template <> MSS_HD half_t from_acc<half_t>(float v) { return float_to_half(v); }
+template <> struct AccOf<bf16_t> { using type = float; };
+template <> MSS_HD float to_acc<bf16_t>(bf16_t v) { return bf16_to_float(v); }
 template <> MSS_HD bf16_t from_acc<bf16_t>(float v) { return float_to_bf16(v); }
+#endif
 
 // Integer arithmetic wraps as the dtype does (two's complement, like numpy): do it in
 // the unsigned type so that no signed overflow (undefined behaviour) ever happens.
-template <typename A, bool = std::is_integral<A>::value> struct Arith {
+template <typename A, bool = IntTraits<A>::integral> struct Arith {
   MSS_HD static A add(A a, A b) { return a + b; }
   MSS_HD static A sub(A a, A b) { return a - b; }
   MSS_HD static A mul(A a, A b) { return a * b; }
   MSS_HD static A div(A a, A b) { return a / b; }  // IEEE: x/0 = inf or nan
 };
 template <typename A> struct Arith<A, true> {
-  // Unsigned, and at least as wide as unsigned int: uint16_t * uint16_t would otherwise
-  // be promoted to (signed) int and could overflow.
-  using U = typename std::conditional<(sizeof(A) < sizeof(unsigned)), unsigned,
-                                      typename std::make_unsigned<A>::type>::type;
+  using U = typename IntTraits<A>::U;
   MSS_HD static A add(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b))); }
   MSS_HD static A sub(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b))); }
   MSS_HD static A mul(A a, A b) { return static_cast<A>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b))); }
   // Truncates toward zero. MIN / -1 wraps to MIN. b == 0 is rejected before any write; the
   // guard (a stays) only makes sure that no input can ever trap the process (SIGFPE).
   MSS_HD static A div(A a, A b) {
-    if (std::is_signed<A>::value && b == static_cast<A>(-1)) return sub(A(0), a);
+    if (IntTraits<A>::is_signed && b == static_cast<A>(-1)) return sub(A(0), a);
     if (b == A(0)) return a;
     return static_cast<A>(a / b);
   }

@@ -1,0 +1,24 @@
+"""``ms_scatter.patch``: call it to run MindSpore's scatter entry points on ms_scatter;
+``python -m ms_scatter.patch SCRIPT|-m MODULE [ARGS...]`` runs a program that way.
+
+    import ms_scatter
+    ms_scatter.patch()            # from here on, MindSpore's scatter ops are ms_scatter's
+    ms_scatter.unpatch()          # everything back as it was
+    with ms_scatter.patched():    # for a block only
+        ...
+
+This module is itself the callable (``ms_scatter.patch(...)`` calls ``patch``), so that
+the name is both the function and the runnable module. See ``ms_scatter._patch``.
+"""
+import sys
+import types
+
+from .._patch import Handle, current, discover, is_patched, patch, patched, unpatch  # noqa: F401
+
+
+class _CallableModule(types.ModuleType):
+    def __call__(self):
+        return patch()
+
+
+sys.modules[__name__].__class__ = _CallableModule
