@@ -95,6 +95,7 @@ class _ScatterKernel(ops.Custom):
         self.op_name = op_name
         self.family = family
         self._token = token
+        self._sharded = sharded
         self._infer_memo = {}
         # the aot library of the device target, or on Ascend a placeholder: calls then go
         # through ops/_ascend.py's AscendOp; the row-shard entries (a 4th input,
@@ -114,7 +115,7 @@ class _ScatterKernel(ops.Custom):
         # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
         # in-place primitives' own '_return' entries, which are never launched
         self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
-            self._library == CPU_LIBRARY and (token or family == "TensorScatter")) else None
+            self._library == CPU_LIBRARY and not sharded and (token or family == "TensorScatter")) else None
         self._check_memo = {}
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):
@@ -187,7 +188,8 @@ class _ScatterKernel(ops.Custom):
         return names
 
     def __call__(self, *args, **kwargs):
-        args = bind_arguments(self.op_name, args, kwargs)
+        if not self._sharded:  # a row-shard kernel takes a 4th input (ops/distributed.py)
+            args = bind_arguments(self.op_name, args, kwargs)
         if self._hybrid is not None:
             return self._hybrid(*args)
         # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
