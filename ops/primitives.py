@@ -45,7 +45,9 @@ _TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
 
 def _empty_like(x, dtype_name):
     """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
-    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache)."""
+    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache).
+    Above glibc's largest reused block (32 MiB) each call page-faults its output: 1e6 x 64
+    float32 took 22.7 ms against the kernel's 12.9, MindSpore's launch 28.2 (its built-in 27.4)."""
     return Tensor.from_numpy(np.empty(tuple(x.shape), _eager.numpy_dtype(dtype_name)))
 
 
@@ -82,6 +84,8 @@ def in_place_updates(op, input_x, updates):
     of a lower dtype take input_x's; one that would need input_x converted is refused."""
     if not isinstance(input_x, Tensor) or not isinstance(updates, Tensor):
         return updates  # not tensors: the kernel's inference raises, naming the argument
+    if input_x.dtype == updates.dtype:
+        return updates
     target = _updates_dtype(op, input_x.dtype, updates.dtype)
     if target != updates.dtype:
         return ops.cast(updates, target)
