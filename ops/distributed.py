@@ -49,7 +49,7 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops import constexpr
 
 from . import _grad, infer
-from ._ascend import use_hybrid
+from ._ascend import use_ascend_path
 from ._lib import ScatterIndexError
 from .primitives import FUNCTIONS, _ScatterKernel, _result, _result_view
 
@@ -437,9 +437,9 @@ class ShardedTable(nn.Cell):
 
     def __init__(self, rows, row_shape=(), dtype=mstype.float32, init=0, group=None, name="sharded_table"):
         super().__init__()
-        if use_hybrid():
+        if use_ascend_path():
             raise NotImplementedError("ms_scatter: ShardedTable needs the aot kernels (CPU or GPU); the Ascend "
-                                      "path's hybrid kernels have no row-shard form.")
+                                      "path's Ascend C kernels have no row-shard form yet.")
         self.group, self.rank, self.size = group_info(group)
         self.blocks = split_rows(rows, self.size)
         self.row_begin, self.local_rows = self.blocks[self.rank]

@@ -37,6 +37,8 @@ _NUMPY_AT = {"scatter_add": np.add.at, "scatter_min": np.minimum.at, "tensor_sca
 def numpy_maker(case, limit_s):
     """np.<ufunc>.at; skipped when one call is estimated (from a call on a prefix of the
     indices) to take more than `limit_s` seconds."""
+    if case.x.dtype.name == "bfloat16":
+        raise Skip("numpy: no ufunc.at for bfloat16")
     at = _NUMPY_AT[case.op]
     x = case.x.copy()
     idx, upd = case.idx, case.upd
@@ -85,9 +87,13 @@ def torch_info():
 
 def torch_maker(case):
     torch = torch_module()
-    x = torch.from_numpy(case.x.copy())
+    if case.x.dtype.name == "bfloat16":  # numpy has no bfloat16 torch takes: through float32
+        x = torch.from_numpy(case.x.astype(np.float32)).to(torch.bfloat16)
+        u = torch.from_numpy(case.upd.astype(np.float32)).to(torch.bfloat16)
+    else:
+        x = torch.from_numpy(case.x.copy())
+        u = torch.from_numpy(case.upd)
     i = torch.from_numpy(case.idx.astype(np.int64))
-    u = torch.from_numpy(case.upd)
     expanded = i.view(-1, 1).expand(-1, case.cols)
     if case.op == "scatter_add":
         def call():
@@ -157,8 +163,13 @@ def jax_maker(case):
     jax, _ = jax_module()
     fn = _jax_fn(case.op)
     i = jax.device_put(case.idx)
-    u = jax.device_put(case.upd)
-    state = [jax.device_put(case.x)]
+    if case.x.dtype.name == "bfloat16":
+        import jax.numpy as jnp
+        u = jax.device_put(case.upd.astype(np.float32)).astype(jnp.bfloat16)
+        state = [jax.device_put(case.x.astype(np.float32)).astype(jnp.bfloat16)]
+    else:
+        u = jax.device_put(case.upd)
+        state = [jax.device_put(case.x)]
     if case.op == "tensor_scatter_max":
         def call():
             fn(state[0], i, u).block_until_ready()

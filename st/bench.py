@@ -18,6 +18,10 @@ Implementations (columns):
   ours-gP  ms_scatter primitive in a GRAPH_MODE Cell (in place: runs the functional
            form, O(updates))
   ours-gF  ms_scatter functional form in a GRAPH_MODE Cell (in place, O(updates))
+  cell-0   the GRAPH_MODE Cell of ours-gF with no op in place of the scatter (the Cell
+           call's own cost: inputs, Parameter, output)
+  cell-e   the same Cell running ours-gF on empty indices and updates (the cost of our
+           graph nodes and MindSpore's launch of an aot Custom kernel, without the work)
   ms-py    MindSpore's built-in (ops.ScatterAdd / ops.ScatterMin / ops.tensor_scatter_max)
            in PYNATIVE_MODE, followed by a sync
   ms-g     the same built-in in a GRAPH_MODE Cell
@@ -76,11 +80,12 @@ WORKLOADS = [
 ]
 WORKLOAD_BY_NAME = {w.name: w for w in WORKLOADS}
 OPS = ("scatter_add", "scatter_min", "tensor_scatter_max")
-DTYPES = ("float32", "float16")
+DTYPES = ("float32", "float16", "bfloat16")
 OURS_PRIM = {"scatter_add": "ScatterAdd", "scatter_min": "ScatterMin", "tensor_scatter_max": "TensorScatterMax"}
 
 IMPLS = [  # (column, mode it runs in: None = no MindSpore, "py" or "graph")
     ("kernel", None), ("kern-1t", None), ("ours-py", "py"), ("ours-gP", "graph"), ("ours-gF", "graph"),
+    ("cell-0", "graph"), ("cell-e", "graph"),
     ("ms-py", "py"), ("ms-g", "graph"), ("numpy", None), ("torch", None), ("jax", None), ("copy", None),
 ]
 IMPL_NAMES = [name for name, _ in IMPLS]
@@ -100,7 +105,9 @@ class Data:
 
 def make_data(w, dtype, seed):
     rng = np.random.default_rng([seed, zlib.crc32(w.name.encode()), zlib.crc32(dtype.encode())])
-    x = (rng.standard_normal((w.rows, w.cols), dtype=np.float32) * 4).astype(dtype)
+    from ms_scatter.testing import np_dtype
+    dtype_np = np_dtype(dtype)
+    x = (rng.standard_normal((w.rows, w.cols), dtype=np.float32) * 4).astype(dtype_np)
     if w.pattern == "few":
         rows = rng.choice(w.rows, size=16, replace=False)
         idx = rows[rng.integers(0, rows.size, size=w.n)]
@@ -109,7 +116,7 @@ def make_data(w, dtype, seed):
         if w.pattern == "sorted":
             idx.sort()
     idx = idx.astype(np.int32)
-    upd = (rng.standard_normal((w.n, w.cols), dtype=np.float32) * 4).astype(dtype)
+    upd = (rng.standard_normal((w.n, w.cols), dtype=np.float32) * 4).astype(dtype_np)
     unique_rows = int(np.unique(idx).size)
     return Data(w, dtype, x, idx, upd, unique_rows)
 
@@ -214,6 +221,11 @@ def _cell_classes():
     return _cells
 
 
+def _trivial(x, i, u):
+    """cell-0's op: nothing to compute (the Cell still takes the same inputs and Parameter)."""
+    return x
+
+
 def _builtin(op):
     _, ops, *_ = ms_modules()
     if op == "scatter_add":
@@ -296,11 +308,15 @@ def _pynative(case, fn, name):
     return run
 
 
-def _graph(case, fn, name):
+def _graph(case, fn, name, empty=False):
     sync = ms_modules()[5]
+    Tensor = ms_modules()[4]
     InPlaceNet, OutOfPlaceNet = _cell_classes()
     t = case.ms_inputs()
     i, u = t["i"], t["u"]
+    if empty:  # no index vector: the same graph, no work
+        i = Tensor(case.idx[:0] if case.in_place else case.idx2[:0])
+        u = Tensor(case.upd[:0])
     if case.in_place:
         net = InPlaceNet(fn, case.x, name)
 
@@ -328,9 +344,17 @@ def make_impl(name, case, args):
         return _graph(case, _ours(case.op, "primitive"), "bench_ours_gp")
     if name == "ours-gF":
         return _graph(case, _ours(case.op, "function"), "bench_ours_gf")
+    if name == "cell-0":
+        return _graph(case, _trivial, "bench_cell0")
+    if name == "cell-e":
+        return _graph(case, _ours(case.op, "function"), "bench_celle", empty=True)
     if name == "ms-py":
+        if case.dtype == "bfloat16":
+            raise Skip("ms-py: MindSpore's CPU scatter kernels refuse bfloat16")
         return _pynative(case, _builtin(case.op), "bench_ms_py")
     if name == "ms-g":
+        if case.dtype == "bfloat16":
+            raise Skip("ms-g: MindSpore's CPU scatter kernels refuse bfloat16")
         return _graph(case, _builtin(case.op), "bench_ms_g")
     if name == "numpy":
         return peers.numpy_maker(case, args.numpy_limit)
@@ -364,7 +388,10 @@ def check_kernel(case):
     idx = case.idx if case.in_place else case.idx2
     rc, x_after, out = call_kernel(op, case.x, idx, case.upd)
     got = x_after if case.in_place else out
-    return rc == 0 and np.array_equal(got, oracle(op, case.x, idx, case.upd), equal_nan=True)
+    want = oracle(op, case.x, idx, case.upd)
+    if got.dtype.name == "bfloat16":  # exact in float32
+        got, want = got.astype(np.float32), want.astype(np.float32)
+    return rc == 0 and np.array_equal(got, want, equal_nan=True)
 
 
 # ---------------------------------------------------------------- timing
@@ -501,6 +528,8 @@ RATIOS = [  # (key, header group, column, numerator, denominator); >1 means ours
     ("jax/kernel", "jax/ours", "kern", "jax", "kernel"),
     ("jax/graph", "jax/ours", "graph", "jax", "ours-gF"),
     ("pool", "pool", "gain", "kern-1t", "kernel"),  # >1: the kernel's thread pool helps
+    ("py/kernel", "call/kern", "py", "ours-py", "kernel"),  # what a PYNATIVE call costs over the kernel
+    ("graph/cell", "call/kern", "graph", "ours-gF", "cell+kern"),  # a GRAPH Cell over (trivial Cell + kernel)
 ]
 GBPS_COLS = ["copy", "kernel", "ours-py", "ours-gF"]
 NOISY = 0.5  # a time is marked "~" when its samples' interquartile range exceeds this fraction of the median
@@ -511,6 +540,9 @@ def _median(results, name):
         vals = [_median(results, n) for n in ("ms-py", "ms-g")]
         vals = [v for v in vals if v is not None]
         return min(vals) if vals else None
+    if name == "cell+kern":
+        a, b = _median(results, "cell-0"), _median(results, "kernel")
+        return a + b if a is not None and b is not None else None
     r = results.get(name)
     return r.get("median_ms") if r else None
 

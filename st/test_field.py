@@ -26,7 +26,7 @@ import ms_scatter
 from ms_scatter.infer import function_name
 from ms_scatter.testing import oracle, split_op
 
-from .helpers import OPS, assert_same, callable_for, in_place
+from .helpers import OPS, InPlaceCell, OutOfPlaceCell, assert_same, callable_for, in_place
 
 IN_PLACE_OPS = [op for op in OPS if in_place(op)]
 
@@ -259,19 +259,9 @@ def test_ranks_above_16(mode, op, rank):
     fn = callable_for(op, "function")
     if mode == "GRAPH":
         if in_place(op):
-            class Net(nn.Cell):
-                def __init__(self):
-                    super().__init__()
-                    self.p = Parameter(Tensor(x), name="p")
-
-                def construct(self, idx, upd):
-                    return fn(self.p, idx, upd)
-            out = Net()(Tensor(i), Tensor(u))
+            out = InPlaceCell(x, fn)(Tensor(i), Tensor(u))
         else:
-            class Net(nn.Cell):
-                def construct(self, a, idx, upd):
-                    return fn(a, idx, upd)
-            out = Net()(Tensor(x), Tensor(i), Tensor(u))
+            out = OutOfPlaceCell(fn)(Tensor(x), Tensor(i), Tensor(u))
     else:
         target = Parameter(Tensor(x), name="p") if in_place(op) else Tensor(x)
         out = fn(target, Tensor(i), Tensor(u))
@@ -374,14 +364,7 @@ def test_wide_unsigned_dtypes(mode, op, dtype):
     expected = oracle(op, x, i, u)
     fn = callable_for(op, "function")
     if mode == "GRAPH" and in_place(op):
-        class Net(nn.Cell):
-            def __init__(self):
-                super().__init__()
-                self.p = Parameter(Tensor(x), name="p")
-
-            def construct(self, idx, upd):
-                return fn(self.p, idx, upd)
-        out = Net()(Tensor(i), Tensor(u))
+        out = InPlaceCell(x, fn)(Tensor(i), Tensor(u))
     elif mode == "GRAPH":
         out = ms.jit(fn)(Tensor(x), Tensor(i), Tensor(u))
     else:
@@ -398,14 +381,7 @@ def test_zero_d_parameter(mode, op):
     expected = oracle(op, x.reshape(1), i.reshape(1), u.reshape(1)).reshape(())
     fn = callable_for(op, "primitive")
 
-    class Net(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.p = Parameter(Tensor(x), name="p")
-
-        def construct(self, idx, upd):
-            return fn(self.p, idx, upd)
-    net = Net()
+    net = InPlaceCell(x, fn)
     out = net(Tensor(i), Tensor(u))
     assert_same(net.p.asnumpy(), expected)
     assert_same(out.asnumpy(), expected)
@@ -423,14 +399,7 @@ def test_conversion_needing_the_parameter_converted_is_type_and_runtime_error(mo
     i, u = _indices(op, [0, 2]), np.ones((2, 3), np.float32)
     fn = callable_for(op, "primitive")
 
-    class Net(nn.Cell):
-        def __init__(self):
-            super().__init__()
-            self.p = Parameter(Tensor(x), name="p")
-
-        def construct(self, idx, upd):
-            return fn(self.p, idx, upd)
-    net = Net()
+    net = InPlaceCell(x, fn)
     for expected_type in (TypeError, RuntimeError):
         with pytest.raises(expected_type, match=rf"^For '{op}', Data type conversion is not supported for a "
                                                 r"'Parameter'.*Float16, which cannot be converted to data type "
