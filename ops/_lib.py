@@ -65,6 +65,12 @@ _handles = {}
 def _handle(path):
     if path not in _handles:
         lib = ctypes.CDLL(path)
+        set_id = getattr(lib, "ms_scatter_set_int32_type_id", None)
+        if set_id is not None:  # the token entries' InferType answers MindSpore's TypeId of int32
+            from mindspore.common import dtype as mstype  # pylint: disable=import-outside-toplevel
+            from mindspore._c_expression import typing  # pylint: disable=import-outside-toplevel
+            set_id.argtypes = [ctypes.c_int]
+            set_id(int(typing.type_to_type_id(mstype.int32)))
         lib.ms_scatter_last_error.restype = ctypes.c_int
         lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong)]
         _handles[path] = lib

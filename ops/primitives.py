@@ -129,10 +129,15 @@ class _ScatterKernel(ops.Custom):
                                 outputs=['y'])
         if side_effect:
             self.add_prim_attr('side_effect_mem', True)
-        if graph == "dynamic":
-            # the shape from <entry>InferShape (at compile time and at each launch); the dtype
-            # still from __infer__; MindSpore's Custom shape inference reads reg_op_name
+        if graph in ("static", "dynamic"):
+            # Graph nodes are inferred by the library alone (<entry>InferShape / InferType, at
+            # compile time and, for dynamic shapes, at each launch): MindSpore re-infers the
+            # nodes of a graph part it compiles at run time (GNN code, graphs with values of
+            # any type) on a copy of the primitive that is no PrimitivePy, where a Python
+            # __infer__ cannot run ("The prim is not a PrimitivePy"). The Python rules run
+            # before the node (_graph_call); Custom's C++ inference reads reg_op_name.
             self.add_prim_attr("cpp_infer_shape", True)
+            self.add_prim_attr("cpp_infer_type", True)
             self.add_prim_attr("reg_op_name", op_name)
         self._hybrid = _ascend.attach(self) if func_type != "aot" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
@@ -148,7 +153,7 @@ class _ScatterKernel(ops.Custom):
             # MindSpore's graph parser calls the instance attribute __call__ of an object marked
             # __ms_class__ (what mindspore.jit_class sets); Python's call uses the class's
             self.__ms_class__ = True
-            self.__call__ = _graph_call(self._graph_node("static"), self._graph_node("dynamic"))
+            self.__call__ = _graph_call(op_name, family, self._graph_node("static"), self._graph_node("dynamic"))
 
     def _graph_node(self, kind):
         """This kernel as a graph node of kind "static" or "dynamic" (see _graph_call)."""
@@ -266,10 +271,36 @@ def _shape(value):
     return F.shape(value) if isinstance(value, Tensor) else ()  # not a Tensor: __infer__ says so
 
 
-def _graph_call(static, dynamic):
-    """A kernel call in a graph: the static node where every shape is known at compile time,
-    the dynamic one otherwise (both compile-time constants: no branch runs in the graph)."""
+def _dtype(value):
+    return value.dtype if isinstance(value, Tensor) else None
+
+
+def _known_or_unknown(shape):
+    """A compile-time shape in infer/'s terms: None (unknown rank) -> (-2,), None dims -> -1."""
+    if shape is None:
+        return (-2,)
+    return tuple(-1 if d is None else d for d in shape)
+
+
+@constexpr(check=False)
+def _check_graph_call(op, family, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):
+    """The primitive's rules (infer/), at compile time, with their error types: the graph
+    nodes are inferred by the library alone, which could only raise a RuntimeError."""
+    for name, dtype in (("input_x", x_dtype), ("indices", indices_dtype), ("updates", updates_dtype)):
+        if dtype is None:
+            raise infer.op_error(TypeError, op, f"'{name}' must be a Tensor, but got a value of another type.")
+    infer.infer(op, family, _known_or_unknown(x_shape), _known_or_unknown(indices_shape),
+                _known_or_unknown(updates_shape), x_dtype, indices_dtype, updates_dtype)
+    return True
+
+
+def _graph_call(op, family, static, dynamic):
+    """A kernel call in a graph: the rules checked, then the static node where every shape is
+    known at compile time, the dynamic one otherwise (compile-time constants: no branch runs
+    in the graph)."""
     def call(input_x, indices, updates):
+        _check_graph_call(op, family, _shape(input_x), _shape(indices), _shape(updates), _dtype(input_x),
+                          _dtype(indices), _dtype(updates))
         if _grad.shape_unknown(_shape(input_x), _shape(indices), _shape(updates)):
             return dynamic(input_x, indices, updates)
         return static(input_x, indices, updates)

@@ -439,3 +439,82 @@ def test_signed_zero_ties_keep_the_value_already_there(mode, op):
         f = ms.jit(fn) if mode == "GRAPH" else fn
         got = f(Tensor(x), Tensor(i), Tensor(u)).asnumpy()
     assert np.signbit(got).tolist() == np.signbit(x).tolist(), got
+
+
+# ------------------------------------------------------------------ GNN code in GRAPH mode
+
+class _GnnLayer(nn.Cell):
+    """What MindSpore Graph Learning's translated GCNConv does: the primitive made inside
+    construct (its GNNCell inserts `SCATTER_ADD = ms.ops.TensorScatterAdd()`)."""
+
+    def __init__(self, how, op):
+        super().__init__()
+        self.how, self.op = how, op
+        self.shared = getattr(ms_scatter, op)()
+        self.p = Parameter(Tensor(np.zeros((4, 3), np.float32)), name="p")
+
+    def construct(self, x, i, u):
+        if self.how == "inside":
+            y = ms_scatter.TensorScatterAdd()(x, i, u)
+        elif self.how == "shared":
+            y = self.shared(x, i, u)
+        elif self.how == "function":
+            y = ms_scatter.tensor_scatter_max(x, i, u)
+        else:  # an in-place primitive made inside construct
+            ms_scatter.ScatterNdAdd()(self.p, i, u)
+            y = x + self.p
+        return y * 2
+
+
+class _GnnEncoder(nn.Cell):
+    """GCNEncoder's pattern: layers in an nn.SequentialCell looped over, and a Python list in
+    the output (which makes MindSpore compile part of the graph at run time, re-inferring our
+    primitives on copies that are no PrimitivePy)."""
+
+    def __init__(self, how, op):
+        super().__init__()
+        self.layers = nn.SequentialCell([_GnnLayer(how, op), _GnnLayer(how, op)])
+
+    def construct(self, x, i, u):
+        hidden = []
+        for cell in self.layers.cell_list:
+            x = cell(x, i, u)
+        return x, hidden
+
+
+@pytest.mark.parametrize("how,op", [("inside", "TensorScatterAdd"), ("shared", "TensorScatterMin"),
+                                    ("function", "TensorScatterMax"), ("in_place", "ScatterNdAdd")])
+def test_gnn_encoder_pattern_in_graph_mode(how, op):
+    x_np = np.arange(12, dtype=np.float32).reshape(4, 3) - 4
+    i_np, u_np = np.array([[0], [2], [0]], np.int32), np.linspace(-2, 5, 9).astype(np.float32).reshape(3, 3)
+    results = {}
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        out, hidden = _GnnEncoder(how, op)(Tensor(x_np), Tensor(i_np), Tensor(u_np))
+        assert len(hidden) == 0
+        results[mode] = out.asnumpy()
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert_same(results[ms.GRAPH_MODE], results[ms.PYNATIVE_MODE], f"{how} {op}")
+    if how == "inside":  # against the oracle: two layers of (x + scatter) * 2
+        want = x_np
+        for _ in range(2):
+            want = oracle("TensorScatterAdd", want, i_np, u_np) * 2
+        assert_same(results[ms.GRAPH_MODE], want)
+
+
+def test_gnn_encoder_pattern_gradient():
+    ms.set_context(mode=ms.GRAPH_MODE)
+    net = _GnnEncoder("inside", "TensorScatterAdd")
+
+    class Loss(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.net = net
+
+        def construct(self, x, i, u):
+            return self.net(x, i, u)[0].sum()
+    x, i, u = Tensor(np.ones((4, 3), np.float32)), Tensor(np.array([[1], [1]], np.int32)), Tensor(np.ones((2, 3), np.float32))
+    gx, gu = ms.grad(Loss(), (0, 2))(x, i, u)
+    ms.set_context(mode=ms.PYNATIVE_MODE)
+    assert_same(gx.asnumpy(), np.full((4, 3), 4.0, np.float32))
+    assert_same(gu.asnumpy(), np.full((2, 3), 6.0, np.float32))  # 2 * (2 + 1): u enters both layers

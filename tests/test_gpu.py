@@ -3,8 +3,9 @@
 Wherever nvcc exists (skipped with the reason where it does not):
 * the library compiles for sm_90 without a warning, and exports exactly the CPU
   library's entry points (nm -D): the 35 aot entries, the 21 row-shard entries, the
-  <entry>InferShape function of each (dynamic shapes), ms_scatter_last_error,
-  ms_scatter_format_error, ms_scatter_call_counts and ms_scatter_infer_shape; only the
+  <entry>InferShape and <entry>InferType functions of each (graph nodes), ms_scatter_last_error,
+  ms_scatter_format_error, ms_scatter_call_counts, ms_scatter_infer_shape and
+  ms_scatter_set_int32_type_id; only the
   CPU thread-pool controls are CPU-only;
 * argument errors found on the host give the CPU library's code and message (no device
   needed: they return before any CUDA call);
@@ -130,11 +131,13 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
     expected = {ms_testing.entry_name(op, out) for op, out in ENTRIES} | {"ms_scatter_last_error",
                                                                           "ms_scatter_format_error",
                                                                           "ms_scatter_call_counts",
-                                                                          "ms_scatter_infer_shape"}
+                                                                          "ms_scatter_infer_shape",
+                                                                          "ms_scatter_set_int32_type_id"}
     shards = {ms_testing.entry_name(f + r, sharded=True) for f in infer.FAMILIES for r in infer.REDUCTIONS}
     infer_shapes = {e + "InferShape" for e in expected | shards if not e.startswith("ms_scatter_")}
-    assert len(ENTRIES) == 35 and len(shards) == 21 and len(infer_shapes) == 56
-    assert gpu == expected | shards | infer_shapes
+    infer_types = {e + "InferType" for e in expected | shards if not e.startswith("ms_scatter_")}
+    assert len(ENTRIES) == 35 and len(shards) == 21 and len(infer_shapes) == len(infer_types) == 56
+    assert gpu == expected | shards | infer_shapes | infer_types
     assert "warning" not in output.lower(), output
 
 

@@ -102,8 +102,19 @@ inline int infer_output_shape(const char *op, IndexMode im, OutputMode om, bool 
 
 }  // namespace ms_scatter
 
-// MindSpore's shape-inference signature: a C++ exception becomes its RuntimeError
-// ("... Error message is <what()>"), which names the op in our wording.
+namespace ms_scatter {
+// MindSpore's TypeId of int32 (the token entries' output dtype): 34 in MindSpore 2.10; the
+// Python side sets it from mindspore._c_expression.typing at import.
+inline std::atomic<int> &int32_type_id() {
+  static std::atomic<int> id{34};
+  return id;
+}
+}  // namespace ms_scatter
+
+// MindSpore's shape- and type-inference signatures (attributes cpp_infer_shape and
+// cpp_infer_type; the type one takes the inputs' TypeIds by value). A C++ exception becomes
+// MindSpore's RuntimeError ("... Error message is <what()>"), which names the op in our
+// wording. The dtype rules themselves are checked on the Python side before the node.
 #define MSS_INFER(NAME, OPNAME, IM, OM, SHARDED)                                                           \
   MSS_EXPORT std::vector<int64_t> NAME##InferShape(int *ndims, int64_t **shapes, void * /* AotExtra */) {  \
     std::vector<int64_t> out;                                                                              \
@@ -112,6 +123,12 @@ inline int infer_output_shape(const char *op, IndexMode im, OutputMode om, bool 
                                        ndims, shapes, &out, &why) != ms_scatter::kOk)                      \
       throw std::invalid_argument(why);                                                                    \
     return out;                                                                                            \
+  }                                                                                                        \
+  MSS_EXPORT int NAME##InferType(std::vector<int> types, void * /* AotExtra */) {                          \
+    if (ms_scatter::OutputMode::OM == ms_scatter::OutputMode::kToken)                                      \
+      return ms_scatter::int32_type_id().load(std::memory_order_relaxed);                                  \
+    if (types.empty()) throw std::invalid_argument(std::string("For '") + OPNAME + "', no input types.");  \
+    return types[0];                                                                                       \
   }
 #define MSS_ENTRY_AND_INFER(NAME, OPNAME, OP, IM, OM, SHARDED) \
   MSS_ENTRY(NAME, OPNAME, OP, IM, OM, SHARDED)                 \
@@ -129,6 +146,10 @@ MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 #undef MSS_ENTRIES
 #undef MSS_ENTRY_AND_INFER
 #undef MSS_INFER
+
+MSS_EXPORT void ms_scatter_set_int32_type_id(int id) {
+  ms_scatter::int32_type_id().store(id, std::memory_order_relaxed);
+}
 
 // <entry>InferShape with a C signature, by entry name (tests call it through ctypes):
 // returns the output's rank with its dimensions in out[0..cap), or -1 with the message in
