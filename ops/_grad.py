@@ -354,8 +354,23 @@ def _slot_bounds(x_shape, vectors_shape, index_dtype):
     dims = tuple(x_shape[:depth]) if len(x_shape) else (1,)  # a 0-d input_x: one element on axis 0
     if any(d == 0 for d in dims):
         return None
-    nptype = np.int64 if index_dtype == mstype.int64 else np.int32
-    return Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype))
+    return _bounds_tensors(dims, index_dtype == mstype.int64)
+
+
+_BOUNDS = {}
+
+
+def _bounds_tensors(dims, wide):
+    """The (0, dims - 1) tensors of _slot_bounds, made once per (dims, index width): in
+    PYNATIVE the function runs at every call (making the tensors cost ~15 us a call)."""
+    key = (dims, wide)
+    hit = _BOUNDS.get(key)
+    if hit is None:
+        if len(_BOUNDS) >= 256:
+            _BOUNDS.clear()
+        nptype = np.int64 if wide else np.int32
+        hit = _BOUNDS[key] = (Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype)))
+    return hit
 
 
 def _saved_slots(x, vectors, updates):

@@ -54,11 +54,20 @@ _ARG_NAMES = ("input_x", "indices", "updates")
 _TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
 
 
+_DIRECT_OUTPUT_BYTES = 32 << 20
+
+
+def _direct_output_ok(x):
+    """A direct TensorScatter (none while a gradient is recorded: MindSpore must then see the
+    op for its bprop) writes a fresh numpy buffer. Above 32 MiB (glibc's largest reused
+    block) every call page-faults all of it: 1e6 x 64 float32 took 38-167 ms direct against
+    15-50 ms through MindSpore's launch and memory pool, which larger outputs therefore take."""
+    return x.nbytes < _DIRECT_OUTPUT_BYTES
+
+
 def _empty_like(x, dtype_name):
     """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
-    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache).
-    Above glibc's largest reused block (32 MiB) each call page-faults its output: 1e6 x 64
-    float32 took 22.7 ms against the kernel's 12.9, MindSpore's launch 28.2 (its built-in 27.4)."""
+    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache)."""
     return Tensor.from_numpy(np.empty(tuple(x.shape), _eager.numpy_dtype(dtype_name)))
 
 
@@ -247,7 +256,7 @@ class _ScatterKernel(ops.Custom):
                 if self._token:
                     self._direct(*args, self._check_direct(*args))
                     return _TOKEN
-                if not _pynative_executor.requires_grad():  # else MindSpore must see the op (its bprop)
+                if not _pynative_executor.requires_grad() and _direct_output_ok(args[0]):
                     names = self._check_direct(*args)
                     out = _empty_like(args[0], names[0])
                     self._direct(*args, names, out=out)
