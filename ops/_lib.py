@@ -128,15 +128,44 @@ def caller_waits_setter(path):
 
 
 def set_num_threads(n, target="CPU"):
-    """Threads the CPU kernels may use: 0 = automatic (default: one thread, except for the
-    float16 path, which uses every core on large calls), n >= 1 = at most n. Also
-    MS_SCATTER_NUM_THREADS. Results never depend on it: each destination row is owned by
-    one thread and takes its updates in index order."""
+    """Threads the CPU kernels use on calls large enough to split: 0 = automatic (default:
+    learnt per kind of work from the first calls of that kind, see thread_choices()),
+    n >= 1 = n threads. Also MS_SCATTER_NUM_THREADS. Results never depend on it: each
+    destination row is owned by one thread and takes its updates in index order."""
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError(f"For 'set_num_threads', 'n' must be an int, but got {type(n).__name__}.")
     if not 0 <= n <= MAX_THREADS:
         raise ValueError(f"For 'set_num_threads', 'n' must be in [0, {MAX_THREADS}] (0: automatic), but got {n}.")
     _handle(library_path(target)).ms_scatter_set_num_threads(n)
+
+
+_WORK_KINDS = ("direct", "direct-sorted", "float-accumulated", "float-accumulated-sorted", "copy")
+
+
+def thread_choices():
+    """What the automatic thread rule of the CPU kernels has learnt in this process, one
+    dict per kind of work: ``kind`` (direct: the update applied in the storage type;
+    float-accumulated: float16/bfloat16; -sorted: sorted indices; copy: input_x into an
+    output), ``element_bytes``, ``work_log2`` (log2 of the elements updated, bytes for a
+    copy), ``span_log2`` (log2 of the bytes of input_x touched), ``cores`` (available),
+    ``threads`` (the count chosen; 0 while its first calls still try the counts),
+    ``samples`` (timed calls) and ``ns_per_kunit`` (ns per 1024 elements or bytes at the
+    chosen count). Empty with MS_SCATTER_THREAD_RULE=fixed or before a call large enough
+    to split."""
+    lib = _handle(library_path("CPU"))
+    fn = lib.ms_scatter_thread_choices
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    rows = fn(None, 0)
+    buf = (ctypes.c_int64 * (8 * max(rows, 1)))()
+    rows = min(rows, fn(buf, rows))
+    out = []
+    for r in range(rows):
+        v = list(buf[8 * r:8 * r + 8])
+        out.append({"kind": _WORK_KINDS[v[0]] if 0 <= v[0] < len(_WORK_KINDS) else str(v[0]),
+                    "element_bytes": v[1], "work_log2": v[2], "span_log2": v[3], "cores": v[4],
+                    "threads": v[5], "samples": v[6], "ns_per_kunit": v[7]})
+    return sorted(out, key=lambda d: (d["kind"], d["element_bytes"], d["work_log2"], d["span_log2"], d["cores"]))
 
 
 def get_num_threads(target="CPU"):

@@ -255,6 +255,23 @@ def _thread_control():
     return get, put
 
 
+def _settle_thread_rule(run):
+    """Calls `run` until the automatic thread rule has decided every kind of work it is
+    trying (its first calls of a kind try each count, kernels/cpu/thread_rule.h), so that
+    the timed samples see the chosen count; at most 4 calls per candidate count."""
+    cores = max(1, os.cpu_count() or 1)
+    limit = 4 * (cores.bit_length() + 1)
+    for _ in range(limit):
+        run()
+        if not any(r["threads"] == 0 for r in ms_scatter_module().thread_choices()):
+            return
+
+
+def ms_scatter_module():
+    import ms_scatter
+    return ms_scatter
+
+
 def make_kernel(case, threads=None):
     """The kernel called directly. `threads`: run it on that many threads (the library's
     setting is changed around each sample and restored)."""
@@ -275,6 +292,8 @@ def make_kernel(case, threads=None):
         rc = call.run()
         if rc:
             raise RuntimeError(f"kernel {call.entry} returned {rc}")
+    if threads is None:
+        _settle_thread_rule(run)
     if control is not None:
         get, put = control
         saved = []
@@ -331,6 +350,18 @@ def _graph(case, fn, name, empty=False):
             net(x, i, u)
             sync()
     return run
+
+
+def print_thread_choices(choices):
+    """What the automatic thread rule chose in this run, per kind of work."""
+    if not choices:
+        print("\nthread rule: nothing learnt (no call large enough to split, one core, or MS_SCATTER_THREAD_RULE=fixed)")
+        return
+    print("\nthread rule (automatic setting, learnt from the first calls of each kind of work):")
+    print(f"  {'kind':<26}{'elem B':>7}{'log2 work':>10}{'log2 span':>10}{'cores':>6}{'threads':>8}{'ns/1k':>8}")
+    for r in choices:
+        print(f"  {r['kind']:<26}{r['element_bytes']:>7}{r['work_log2']:>10}{r['span_log2']:>10}{r['cores']:>6}"
+              f"{r['threads'] or '-':>8}{r['ns_per_kunit']:>8}")
 
 
 def make_impl(name, case, args):
@@ -877,6 +908,8 @@ def main(argv=None):
             print_tables(op, dtype, per_op[op])
 
     print_summary(records)
+    choices = ms_scatter_module().thread_choices()
+    print_thread_choices(choices)
     elapsed = time.perf_counter() - start
     try:
         load_end = [round(v, 2) for v in os.getloadavg()]
@@ -904,7 +937,7 @@ def main(argv=None):
                        "config": {"quick": args.quick, "workloads": [w.name for w in args.workloads],
                                   "ops": args.ops_, "dtypes": args.dtypes_, "seed": args.seed,
                                   "sample_s": args.sample_s},
-                       "elapsed_s": elapsed, "records": records}, f, indent=1)
+                       "elapsed_s": elapsed, "thread_choices": choices, "records": records}, f, indent=1)
         print(f"  wrote {args.json}")
     if args.chart:
         if write_chart(args.chart, records, args.workloads, args.ops_, args.dtypes_):

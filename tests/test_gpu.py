@@ -53,7 +53,8 @@ NVCC = build_gpu.find_nvcc()
 NO_NVCC = ("no CUDA compiler here (MS_SCATTER_NVCC, nvcc on PATH, CUDA_HOME/CUDA_PATH, /usr/local/cuda): "
            "the GPU library cannot be built on this machine")
 # Exported by the CPU library only: its host thread pool's controls.
-CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_set_caller_waits"}
+CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_set_caller_waits",
+            "ms_scatter_thread_choices", "ms_scatter_reset_thread_choices", "ms_scatter_thread_rule_learns"}
 ENTRIES = check_gpu.all_entries(ms_testing)
 
 

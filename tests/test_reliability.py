@@ -600,6 +600,104 @@ def test_float16_blocked_path(op, cols, set_threads):
         assert got[untouched].tobytes() == x[untouched].tobytes()
 
 
+# ------------------------------------------------------------------ the automatic thread rule
+
+def _rule_library():
+    lib = kernel_library()
+    lib.ms_scatter_thread_rule_learns.restype = ctypes.c_int
+    lib.ms_scatter_reset_thread_choices.restype = None
+    return lib
+
+
+def _candidates(cores):
+    """The counts the rule tries on `cores` cores (thread_rule.h): 1, 2, 4, ..., cores."""
+    out, c = [], 1
+    while c < cores:
+        out.append(c)
+        c *= 2
+    return out + [cores]
+
+
+needs_learning_rule = pytest.mark.skipif(
+    (os.cpu_count() or 1) < 2 or os.environ.get("MS_SCATTER_THREAD_RULE") == "fixed",
+    reason="the automatic thread rule learns only with 2 or more cores and MS_SCATTER_THREAD_RULE unset")
+
+RULE_CASES = [("ScatterAdd", "float32", "random", "direct"), ("ScatterAdd", "int64", "sorted", "direct-sorted"),
+              ("ScatterNdMax", "float16", "random", "float-accumulated"),
+              ("TensorScatterMin", "bfloat16", "sorted", "float-accumulated-sorted"),
+              ("TensorScatterAdd", "float32", "few", "copy")]
+
+
+@needs_learning_rule
+@pytest.mark.parametrize("op,dtype,order,kind", RULE_CASES, ids=[c[3] for c in RULE_CASES])
+def test_automatic_rule_learns_from_the_calls(op, dtype, order, kind, set_threads):
+    """Left automatic, the first calls of a kind of work try each candidate count (one
+    untimed warm-up call each, then three timed ones) and the rule then keeps one count:
+    exactly 4 x candidates calls decide, later calls keep the choice and take no more
+    samples, and every call on the way gives the single-thread bytes."""
+    lib = _rule_library()
+    if order == "few":  # a large copy of input_x (16 MiB and more) and a few updates
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((1 << 16, 64)).astype(np.float32)
+        indices = rng.integers(0, 1 << 16, (8, 1)).astype(np.int32)
+        updates = rng.standard_normal((8, 64)).astype(np.float32)
+    else:
+        x, indices, updates, _ = big_case(op, dtype, "int32", order, np.random.default_rng(zlib.crc32(kind.encode())))
+    output = outputs_of(op)[-1]
+    set_threads(1)
+    rc, x_after, out = call_kernel(op, x, indices, updates, output)
+    assert rc == 0, ms_scatter.last_error()
+    want = (out if output == "tensor" else x_after).tobytes()
+    set_threads(0)
+    lib.ms_scatter_reset_thread_choices()
+    assert ms_scatter.thread_choices() == []
+    calls, decided = 0, None
+    while decided is None and calls < 200:
+        rc, x_after, out = call_kernel(op, x, indices, updates, output)
+        calls += 1
+        assert rc == 0, ms_scatter.last_error()
+        assert (out if output == "tensor" else x_after).tobytes() == want, f"call {calls} differs from 1 thread"
+        rows = [r for r in ms_scatter.thread_choices() if r["kind"] == kind]
+        assert len(rows) == 1, ms_scatter.thread_choices()
+        if rows[0]["threads"]:
+            decided = rows[0]
+    assert decided is not None, "the rule never decided"
+    cands = _candidates(decided["cores"])
+    assert decided["threads"] in cands
+    assert calls == 4 * len(cands) and decided["samples"] == 3 * len(cands), (calls, decided)
+    assert decided["ns_per_kunit"] > 0
+    for _ in range(3):
+        rc, x_after, out = call_kernel(op, x, indices, updates, output)
+        assert rc == 0 and (out if output == "tensor" else x_after).tobytes() == want
+    assert [r for r in ms_scatter.thread_choices() if r["kind"] == kind] == [decided]
+
+
+@needs_learning_rule
+def test_explicit_thread_count_learns_nothing(set_threads):
+    """set_num_threads(n >= 1) is used as given: the rule's table stays empty."""
+    lib = _rule_library()
+    x, indices, updates, _ = big_case("ScatterAdd", "float32", "int32", "sorted", np.random.default_rng(9))
+    lib.ms_scatter_reset_thread_choices()
+    for threads in (1, 2):
+        set_threads(threads)
+        for _ in range(10):
+            assert call_kernel("ScatterAdd", x, indices, updates, "token")[0] == 0
+    assert ms_scatter.thread_choices() == []
+
+
+def test_fixed_rule_by_environment():
+    """MS_SCATTER_THREAD_RULE=fixed: the library does not learn (checked in a fresh process,
+    the setting is read once)."""
+    import subprocess
+    import sys
+    code = ("import ctypes, ms_scatter; from ms_scatter.testing import kernel_library; "
+            "print(kernel_library().ms_scatter_thread_rule_learns(), ms_scatter.thread_choices())")
+    env = dict(os.environ, MS_SCATTER_THREAD_RULE="fixed")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "0 []", out.stdout
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs /proc/self/status (Linux)")
 def test_scratch_given_back_after_a_large_call(set_threads):
     """The calling thread keeps its scratch (here the 64-bit offsets, 8 bytes per index)

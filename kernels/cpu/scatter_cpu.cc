@@ -27,6 +27,7 @@
 #include "ms_scatter/plan.h"
 #include "ms_scatter/reducer.h"
 #include "thread_pool.h"
+#include "thread_rule.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -116,20 +117,31 @@ struct Work {
   std::vector<int64_t> begin;  // group t is pos[begin[t], begin[t+1])
 };
 
-// Threads for one call. Automatic setting (the default), from the benchmark on a 2-core
-// machine: the direct path (accumulator == storage type) on unsorted indices is bound by
-// random row read-modify-write and ran 1.5-5x slower on two threads than on one, also
-// because in PYNATIVE the Python thread spin-waits on the other core; the float16 grouped
-// path (sort + float accumulation) gained 1.6-2.1x from two threads, and sorted indices
-// (a stream of updates, bandwidth-bound) 1.3x.
-inline int choose_threads(const Plan &p, int64_t n, int64_t min_off, int64_t max_off, size_t elem_size,
-                          bool grouped, bool sorted) {
+// Threads for one call. An explicit setting is used as given wherever the work is large
+// enough to split. The automatic setting learns the count per kind of work from the calls
+// themselves (thread_rule.h); until a kind has decided, or with MS_SCATTER_THREAD_RULE=fixed,
+// the fixed rule from the benchmark on a 2-core machine: the direct path (accumulator ==
+// storage type) on unsorted indices is bound by random row read-modify-write and ran
+// 1.0-1.4x slower on two threads than on one; the float16 grouped path (sort + float
+// accumulation) gained 1.6-2.1x from two threads, and sorted indices (a stream) 1.3x.
+inline ThreadRule::Pick choose_threads(const Plan &p, int64_t n, int64_t min_off, int64_t max_off, size_t elem_size,
+                                       bool grouped, bool sorted) {
+  ThreadRule::Pick one;
   const int setting = ThreadPool::instance().setting();
-  const int avail = setting > 0 ? setting : (grouped || sorted ? ThreadPool::all_cores() : 1);
-  if (avail <= 1 || n * p.slice < kParallelMinWork || n < 2 * avail) return 1;
+  const int avail = setting > 0 ? setting : ThreadPool::all_cores();
+  if (avail <= 1 || n * p.slice < kParallelMinWork || n < 2 * avail) return one;
   // All updates on a few rows: the work stays in cache and one thread is faster.
-  if ((max_off - min_off + p.slice) * static_cast<int64_t>(elem_size) < kFewRowsBytes) return 1;
-  return avail;
+  const int64_t span = (max_off - min_off + p.slice) * static_cast<int64_t>(elem_size);
+  if (span < kFewRowsBytes) return one;
+  if (setting > 0) {
+    one.threads = setting;
+    return one;
+  }
+  const WorkKind kind = grouped ? (sorted ? WorkKind::kGroupedSorted : WorkKind::kGrouped)
+                                : (sorted ? WorkKind::kDirectSorted : WorkKind::kDirect);
+  const uint64_t key = ThreadRule::make_key(kind, elem_size, static_cast<uint64_t>(n * p.slice),
+                                            static_cast<uint64_t>(span), avail);
+  return ThreadRule::instance().pick(key, avail, grouped || sorted ? avail : 1);
 }
 
 // Split positions pos[0..n) ([0, n) when pos is null) among `threads` owners by
@@ -440,8 +452,11 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
   const int64_t min_off = st.min, max_off = st.max;
   const bool sorted = st.sorted;
   constexpr bool grouped = !std::is_same<typename Reducer<T, Op>::acc_t, T>::value;
-  const int threads = choose_threads(p, n, min_off, max_off, sizeof(T), grouped, sorted);
+  const ThreadRule::Pick pick = choose_threads(p, n, min_off, max_off, sizeof(T), grouped, sorted);
+  const int threads = pick.threads;
+  RuleTimer timer(pick, static_cast<uint64_t>(n * p.slice));
   auto at = [pos](int64_t q) { return pos ? pos[q] : q; };
+  bool done = false;
   if (threads > 1 && sorted) {
     // Sorted indices: contiguous runs of positions, cut between destinations.
     std::vector<int64_t> cut(static_cast<size_t>(threads) + 1, n);
@@ -461,27 +476,39 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
       else
         apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, lo, hi);
     };
-    if (ThreadPool::instance().run(threads, fn)) return;
+    done = ThreadPool::instance().run(threads, fn);
   } else if (threads > 1) {
     Work w;
     partition(off, pos, n, min_off, max_off, threads, &w);
     auto fn = [&](int t) {
       apply<T, Op>(dst, upd, off, w.pos.data() + w.begin[t], w.begin[t + 1] - w.begin[t], p.slice);
     };
-    if (ThreadPool::instance().run(threads, fn)) return;
+    done = ThreadPool::instance().run(threads, fn);
   }
-  apply<T, Op>(dst, upd, off, pos, n, p.slice, min_off, max_off);
+  if (!done) apply<T, Op>(dst, upd, off, pos, n, p.slice, min_off, max_off);
+  if (done || threads == 1) timer.ran();  // (not when a busy pool made a multi-thread pick run serially)
 }
 
 // Copy of input_x into the output (TensorScatter, and the in-place primitive's result):
 // split among the pool's threads when large (a stream, bandwidth-bound: two threads
-// copied 1e6 x 64 float32 faster than one on the 2-core machine).
+// copied 1e6 x 64 float32 faster than one on the 2-core machine); the automatic setting
+// learns the count per size class, as for the scatter.
 constexpr size_t kParallelCopyBytes = size_t(16) << 20;
 
 inline void copy_bytes(void *dst, const void *src, size_t bytes) {
   ThreadPool &pool = ThreadPool::instance();
   const int setting = pool.setting();
-  const int threads = bytes < kParallelCopyBytes ? 1 : (setting > 0 ? setting : ThreadPool::all_cores());
+  ThreadRule::Pick pick;
+  if (bytes >= kParallelCopyBytes) {
+    if (setting > 0) {
+      pick.threads = setting;
+    } else {
+      const int avail = ThreadPool::all_cores();
+      pick = ThreadRule::instance().pick(ThreadRule::make_key(WorkKind::kCopy, 1, bytes, bytes, avail), avail, avail);
+    }
+  }
+  const int threads = pick.threads;
+  RuleTimer timer(pick, bytes);
   if (threads > 1) {
     const size_t chunk = (bytes / threads + 4095) & ~size_t(4095);
     auto fn = [&](int t) {
@@ -489,9 +516,15 @@ inline void copy_bytes(void *dst, const void *src, size_t bytes) {
       const size_t hi = std::min(bytes, lo + chunk);
       if (hi > lo) std::memcpy(static_cast<char *>(dst) + lo, static_cast<const char *>(src) + lo, hi - lo);
     };
-    if (pool.run(threads, fn)) return;
+    if (pool.run(threads, fn)) {
+      timer.ran();
+      return;
+    }
+    std::memcpy(dst, src, bytes);
+    return;
   }
   std::memcpy(dst, src, bytes);
+  timer.ran();
 }
 
 // The offsets of one call, in scratch memory the calling thread keeps.
@@ -579,3 +612,10 @@ MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::inst
 MSS_EXPORT void ms_scatter_set_caller_waits(int waits) {
   ms_scatter::ThreadPool::caller_waits().store(waits, std::memory_order_relaxed);
 }
+// The automatic thread rule's table (thread_rule.h): rows of 8 int64 into out (up to cap
+// rows); returns the number of rows. Reset empties it.
+MSS_EXPORT int ms_scatter_thread_choices(int64_t *out, int cap) {
+  return ms_scatter::ThreadRule::instance().snapshot(out, cap);
+}
+MSS_EXPORT void ms_scatter_reset_thread_choices() { ms_scatter::ThreadRule::instance().reset(); }
+MSS_EXPORT int ms_scatter_thread_rule_learns() { return ms_scatter::ThreadRule::instance().learns() ? 1 : 0; }
