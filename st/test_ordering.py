@@ -98,6 +98,27 @@ def test_program_order_in_pynative(mode, op, kind):
     assert_same(a.asnumpy(), after2, "a (shares the Parameter's memory)")
 
 
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("kind", KINDS)
+def test_pynative_result_follows_the_parameter_storage(mode, kind):
+    """The result Tensor sharing the Parameter's memory is made once per Parameter and
+    storage: after `set_data` (new memory, a new shape) the next result is the new data,
+    and a second Parameter never gets the first one's result."""
+    fn = callable_for("ScatterAdd", kind)
+    p = Parameter(Tensor(np.zeros((4, 2), np.float32)), name="p")
+    q = Parameter(Tensor(np.full((4, 2), 5, np.float32)), name="q")
+    i, u = Tensor(np.array([1, 1], np.int32)), Tensor(np.ones((2, 2), np.float32))
+    a = fn(p, i, u)
+    assert a.data_ptr() == p.data_ptr()
+    assert_same(fn(p, i, u).asnumpy(), np.array([[0, 0], [4, 4], [0, 0], [0, 0]], np.float32), "second call")
+    assert_same(fn(q, i, u).asnumpy(), np.array([[5, 5], [7, 7], [5, 5], [5, 5]], np.float32), "q")
+    p.set_data(Tensor(np.zeros((3, 2), np.float32)))
+    b = fn(p, i, u)
+    assert b.shape == (3, 2) and b.data_ptr() == p.data_ptr()
+    assert_same(b.asnumpy(), np.array([[0, 0], [2, 2], [0, 0]], np.float32), "after set_data")
+    assert_same(p.asnumpy(), b.asnumpy(), "p after set_data")
+
+
 @pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
 def test_mixed_chain_in_graph(mode):
     """Different operators on one Parameter, reads in between, in program order."""
