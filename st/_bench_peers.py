@@ -27,6 +27,17 @@ import warnings
 import numpy as np
 
 
+def aligned_copy(a, align=64):
+    """A C-contiguous copy of `a` whose data starts on an `align`-byte boundary (numpy's own
+    allocations are 16-byte aligned; rows of 256 bytes then straddle 5 cache lines instead
+    of 4, which moved the same kernel by up to 15% between two copies of one array)."""
+    raw = np.empty(a.nbytes + align, np.uint8)
+    start = (-raw.ctypes.data) % align
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
 class Skip(Exception):
     """This implementation does not run for this case; the message says why."""
 
@@ -40,7 +51,7 @@ def numpy_maker(case, limit_s):
     if case.x.dtype.name == "bfloat16":
         raise Skip("numpy: no ufunc.at for bfloat16")
     at = _NUMPY_AT[case.op]
-    x = case.x.copy()
+    x = aligned_copy(case.x)
     idx, upd = case.idx, case.upd
     sub = min(case.n, 4096)
     t0 = time.perf_counter()
@@ -91,7 +102,7 @@ def torch_maker(case):
         x = torch.from_numpy(case.x.astype(np.float32)).to(torch.bfloat16)
         u = torch.from_numpy(case.upd.astype(np.float32)).to(torch.bfloat16)
     else:
-        x = torch.from_numpy(case.x.copy())
+        x = torch.from_numpy(aligned_copy(case.x))
         u = torch.from_numpy(case.upd)
     i = torch.from_numpy(case.idx.astype(np.int64))
     expanded = i.view(-1, 1).expand(-1, case.cols)

@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import _bench_peers as peers
-from ._bench_peers import Skip
+from ._bench_peers import Skip, aligned_copy
 
 # ---------------------------------------------------------------- workloads
 
@@ -118,7 +118,7 @@ def make_data(w, dtype, seed):
     idx = idx.astype(np.int32)
     upd = (rng.standard_normal((w.n, w.cols), dtype=np.float32) * 4).astype(dtype_np)
     unique_rows = int(np.unique(idx).size)
-    return Data(w, dtype, x, idx, upd, unique_rows)
+    return Data(w, dtype, aligned_copy(x), aligned_copy(idx), aligned_copy(upd), unique_rows)
 
 
 @dataclass
@@ -284,9 +284,9 @@ def make_kernel(case, threads=None):
         if control[0]() == threads:
             raise Skip(f"kern-1t: the kernel already runs on {threads} thread(s)")
     if case.in_place:
-        call = KernelCall(OURS_PRIM[case.op], case.x.copy(), case.idx, case.upd, output="token")
+        call = KernelCall(OURS_PRIM[case.op], aligned_copy(case.x), case.idx, case.upd, output="token")
     else:
-        call = KernelCall(OURS_PRIM[case.op], case.x, case.idx2, case.upd, out=np.empty_like(case.x))
+        call = KernelCall(OURS_PRIM[case.op], case.x, case.idx2, case.upd, out=aligned_copy(case.x))
 
     def run():
         rc = call.run()

@@ -390,6 +390,29 @@ def test_zero_d_parameter(mode, op):
     assert_same(net.p.asnumpy(), expected)
 
 
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int8", "float64"])
+def test_pynative_tensor_scatter_output_is_cache_line_aligned(mode, dtype):
+    """A PYNATIVE TensorScatter writes a fresh output; from 64 KiB on it starts on a 64-byte
+    boundary (MindSpore's and numpy's memory is 16-byte aligned) and holds the oracle's
+    values, whatever shape and dtype."""
+    rng = np.random.default_rng(3)
+    for rows, cols in ((4096, 17), (1000, 64), (33, 2000)):
+        x = rng.integers(-50, 50, (rows, cols)).astype(np.float32)
+        i = rng.integers(0, rows, (64, 1)).astype(np.int32)
+        u = rng.integers(-50, 50, (64, cols)).astype(np.float32)
+        xt, ut = Tensor(x), Tensor(u)
+        if dtype != "float32":
+            xt, ut = xt.astype(getattr(ms, dtype)), ut.astype(getattr(ms, dtype))
+        out = ms_scatter.tensor_scatter_max(xt, Tensor(i), ut)
+        assert out.shape == (rows, cols) and out.dtype == xt.dtype
+        if out.nbytes >= 64 << 10:
+            assert out.data_ptr() % 64 == 0, (rows, cols, out.data_ptr() % 64)
+        want = x.copy()
+        np.maximum.at(want, i[:, 0], u)
+        assert_same(out.astype(ms.float32).asnumpy(), want, f"{dtype} {rows}x{cols}")
+
+
 # ------------------------------------------------------------------ the seed pages' error type
 
 @pytest.mark.parametrize("mode", ["PYNATIVE", "GRAPH"], indirect=True)
