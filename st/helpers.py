@@ -55,6 +55,31 @@ class OutOfPlaceCell(nn.Cell):
         return self.fn(x, indices, updates)
 
 
+class InPlaceLoss(nn.Cell):
+    """sum(fn(p, indices, updates) * w) over a Parameter p made from x (gradient tests)."""
+
+    def __init__(self, fn, x, w):
+        super().__init__()
+        self.p = Parameter(Tensor(x), name="p")
+        self.fn = fn
+        self.w = Tensor(w)
+
+    def construct(self, indices, updates):
+        return (self.fn(self.p, indices, updates) * self.w).sum()
+
+
+class OutOfPlaceLoss(nn.Cell):
+    """sum(fn(x, indices, updates) * w) (gradient tests)."""
+
+    def __init__(self, fn, w):
+        super().__init__()
+        self.fn = fn
+        self.w = Tensor(w)
+
+    def construct(self, x, indices, updates):
+        return (self.fn(x, indices, updates) * self.w).sum()
+
+
 def jit_of(fn):
     """`fn` compiled with @mindspore.jit (a fresh function, hence a fresh graph)."""
     @ms.jit

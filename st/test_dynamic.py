@@ -28,7 +28,8 @@ from mindspore import Parameter, Tensor, nn
 import ms_scatter
 from ms_scatter.testing import oracle, random_case, split_op
 
-from .helpers import INDEX_DTYPES, OPS, VALUE_DTYPES, assert_same, assert_unchanged, function_name, in_place
+from .helpers import (INDEX_DTYPES, OPS, VALUE_DTYPES, InPlaceLoss, OutOfPlaceLoss, assert_same, assert_unchanged,
+                      function_name, in_place)
 from .test_grad import _f32_exact, finite_differences, tie_rule
 
 GRAPH = pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
@@ -166,17 +167,6 @@ def test_jit_dynamic(mode, op):
 
 # ------------------------------------------------------------------ gradients
 
-class _InPlaceLoss(nn.Cell):
-    def __init__(self, fn, x, w):
-        super().__init__()
-        self.p = Parameter(Tensor(x), name="p")
-        self.fn = fn
-        self.w = Tensor(w)
-
-    def construct(self, indices, updates):
-        return (self.fn(self.p, indices, updates) * self.w).sum()
-
-
 class _InPlaceGrad(nn.Cell):
     def __init__(self, net):
         super().__init__()
@@ -184,16 +174,6 @@ class _InPlaceGrad(nn.Cell):
 
     def construct(self, indices, updates):
         return self.grad(indices, updates)
-
-
-class _OutOfPlaceLoss(nn.Cell):
-    def __init__(self, fn, w):
-        super().__init__()
-        self.fn = fn
-        self.w = Tensor(w)
-
-    def construct(self, x, indices, updates):
-        return (self.fn(x, indices, updates) * self.w).sum()
 
 
 class _OutOfPlaceGrad(nn.Cell):
@@ -250,7 +230,7 @@ def test_gradients_with_dynamic_shapes(mode, op, kind, unknown):
             updates.reshape((-1,) + x.shape[depth:])[0] = x[first]
         if in_place(op):
             if grad is None:
-                net = _InPlaceLoss(fn, x, w)
+                net = InPlaceLoss(fn, x, w)
                 grad = _InPlaceGrad(net)
                 grad.set_inputs(spec(indices.shape, index_dtype), spec(updates.shape, "float64"))
             else:
@@ -258,7 +238,7 @@ def test_gradients_with_dynamic_shapes(mode, op, kind, unknown):
             gu, (gx,) = grad(Tensor(indices), Tensor(updates))
         else:
             if grad is None:
-                grad = _OutOfPlaceGrad(_OutOfPlaceLoss(fn, w))
+                grad = _OutOfPlaceGrad(OutOfPlaceLoss(fn, w))
                 grad.set_inputs(spec(x.shape, "float64"), spec(indices.shape, index_dtype),
                                 spec(updates.shape, "float64"))
             gx, gu = grad(Tensor(x), Tensor(indices), Tensor(updates))
@@ -375,7 +355,7 @@ def test_out_of_range_index_under_a_gradient(mode, monkeypatch):
     MindSpore's GatherNd; nothing written."""
     monkeypatch.setenv("MS_SCATTER_QUIET", "1")
     w = np.ones((5, 3))
-    net = _InPlaceLoss(ms_scatter.ScatterNdMul(), X.astype(np.float64), w)
+    net = InPlaceLoss(ms_scatter.ScatterNdMul(), X.astype(np.float64), w)
     grad = _InPlaceGrad(net)
     grad.set_inputs(_spec(None, "int32"), _spec(None, "float64"))
     before = net.p.asnumpy().copy()

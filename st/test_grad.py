@@ -14,7 +14,7 @@ from mindspore import Parameter, Tensor, nn
 
 from ms_scatter.testing import oracle, random_case, split_op
 
-from .helpers import OPS, callable_for, in_place
+from .helpers import OPS, InPlaceLoss, OutOfPlaceLoss, callable_for, in_place
 
 def _vectors(op, x, indices):
     family = split_op(op)[0]
@@ -61,38 +61,17 @@ def tie_rule(op, x, indices, updates, w):
     return gx, gu.reshape(updates.shape)
 
 
-class _InPlaceLoss(nn.Cell):
-    def __init__(self, fn, x, w):
-        super().__init__()
-        self.p = Parameter(Tensor(x), name="p")
-        self.fn = fn
-        self.w = Tensor(w)
-
-    def construct(self, indices, updates):
-        return (self.fn(self.p, indices, updates) * self.w).sum()
-
-
-class _OutOfPlaceLoss(nn.Cell):
-    def __init__(self, fn, w):
-        super().__init__()
-        self.fn = fn
-        self.w = Tensor(w)
-
-    def construct(self, x, indices, updates):
-        return (self.fn(x, indices, updates) * self.w).sum()
-
-
 def ms_gradients(op, kind, mode, x, indices, updates, w):
     """(d input_x, d updates, input_x after the call) through MindSpore."""
     fn = callable_for(op, kind)
     i, u = Tensor(indices), Tensor(updates)
     if in_place(op):
-        net = _InPlaceLoss(fn, x, w)
+        net = InPlaceLoss(fn, x, w)
         if mode == "JIT":
             net.construct = ms.jit(net.construct)
         gu, (gx,) = ms.grad(net, grad_position=1, weights=[net.p])(i, u)
         return gx.asnumpy(), gu.asnumpy(), net.p.asnumpy()
-    net = _OutOfPlaceLoss(fn, w)
+    net = OutOfPlaceLoss(fn, w)
     if mode == "JIT":
         net.construct = ms.jit(net.construct)
     gx, gu = ms.grad(net, grad_position=(0, 2))(Tensor(x), i, u)
