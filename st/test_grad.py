@@ -10,7 +10,7 @@ weight) and updates.
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Parameter, Tensor, nn
+from mindspore import Tensor
 
 from ms_scatter.testing import oracle, random_case, split_op
 
