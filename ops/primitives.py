@@ -365,8 +365,17 @@ def _shared_result(param):
     out = Tensor(param)
     if len(_SHARED_RESULTS) >= _SHARED_RESULTS_SIZE:
         _SHARED_RESULTS.clear()
-    _SHARED_RESULTS[id(param)] = (weakref.ref(param), ptr, param.shape, param.dtype, out)
+    key = id(param)
+    _SHARED_RESULTS[key] = (weakref.ref(param, lambda ref: _forget_result(key, ref)), ptr, param.shape, param.dtype,
+                            out)
     return out
+
+
+def _forget_result(key, ref):
+    """The Parameter is gone: drop its kept result, which would otherwise hold its memory."""
+    hit = _SHARED_RESULTS.get(key)
+    if hit is not None and hit[0] is ref:
+        del _SHARED_RESULTS[key]
 
 
 _result = Depend()
