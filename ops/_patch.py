@@ -8,8 +8,8 @@ What is replaced (the *sites*), found by introspection of the running MindSpore:
   that *is* one of them (``ops.operations``, ``ops.functional``, ``ops.function.array_func``,
   ``ops.auto_generate``, aliases such as ``ops.tensor_method.tensor_scatter_add``) becomes
   ours, and so does every module-level *instance* of those classes (``array_func.scatter_add_``,
-  ``gen_ops_def.tensor_scatter_add_op``; an instance named as a function, like
-  ``ops.scatter_nd_update``, becomes our function);
+  ``gen_ops_def.tensor_scatter_add_op``; an instance bound to one of the 20 function names
+  in ``mindspore.ops`` becomes our function);
 * the entries of ``tensor_operator_registry`` that are one of them (``Tensor.scatter_max``
   and the graph-mode Tensor methods call through it);
 * the ``Tensor`` methods ``scatter_add`` (its ``(indices, updates)`` form), ``scatter_sub``,
