@@ -42,6 +42,7 @@ from mindspore.ops.operations import Depend as _MsDepend
 from mindspore.ops import constexpr
 
 from . import _ascend, _docs, _eager, _grad, infer
+from .testing import aligned_empty
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
                    raise_kernel_error)
 
@@ -78,12 +79,9 @@ def _empty_like(x, dtype_name):
     and rows that straddle one more cache line each made the same kernel up to 15-25% slower."""
     dtype = _eager.numpy_dtype(dtype_name)
     shape = tuple(x.shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < _ALIGNED_OUTPUT_BYTES:
+    if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
         return Tensor.from_numpy(np.empty(shape, dtype))
-    raw = np.empty(nbytes + 64, np.uint8)
-    start = (-raw.ctypes.data) % 64
-    return Tensor.from_numpy(raw[start:start + nbytes].view(dtype).reshape(shape))
+    return Tensor.from_numpy(aligned_empty(shape, dtype))
 
 
 def bind_arguments(op, args, kwargs):
@@ -348,7 +346,7 @@ class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode 
         return value.view(value.shape) if self._view else _shared_result(value)
 
 
-_SHARED_RESULTS = {}  # id(Parameter) -> (weak reference, its memory, shape, dtype, Tensor sharing it)
+_SHARED_RESULTS = {}  # id(Parameter) -> (weak reference to it, the Tensor sharing its memory)
 _SHARED_RESULTS_SIZE = 1024
 
 
@@ -362,15 +360,14 @@ def _shared_result(param):
         return Tensor(param)
     hit = _SHARED_RESULTS.get(id(param))
     if hit is not None:
-        ref, at, shape, dtype, out = hit
-        if ref() is param and at == ptr and shape == param.shape and dtype == param.dtype and out.data_ptr() == ptr:
+        ref, out = hit
+        if ref() is param and out.data_ptr() == ptr and out.shape == param.shape and out.dtype == param.dtype:
             return out
     out = Tensor(param)
     if len(_SHARED_RESULTS) >= _SHARED_RESULTS_SIZE:
         _SHARED_RESULTS.clear()
     key = id(param)
-    _SHARED_RESULTS[key] = (weakref.ref(param, lambda ref: _forget_result(key, ref)), ptr, param.shape, param.dtype,
-                            out)
+    _SHARED_RESULTS[key] = (weakref.ref(param, lambda ref: _forget_result(key, ref)), out)
     return out
 
 

@@ -264,13 +264,8 @@ def _settle_thread_rule(run):
     limit = 4 * (cores.bit_length() + 1)
     for _ in range(limit):
         run()
-        if not any(r["threads"] == 0 for r in ms_scatter_module().thread_choices()):
+        if not any(r["threads"] == 0 for r in ms_modules()[6].thread_choices()):
             return
-
-
-def ms_scatter_module():
-    import ms_scatter
-    return ms_scatter
 
 
 def make_kernel(case, threads=None):
@@ -915,7 +910,7 @@ def main(argv=None):
             print_tables(op, dtype, per_op[op])
 
     print_summary(records)
-    choices = ms_scatter_module().thread_choices()
+    choices = ms_modules()[6].thread_choices()
     print_thread_choices(choices)
     elapsed = time.perf_counter() - start
     try:
