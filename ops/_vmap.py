@@ -137,7 +137,7 @@ def _tensor_scatter_rule(prim, axis_size):
 
 
 def _our_rule(prim, axis_size):
-    if getattr(prim, "sharded", False):
+    if getattr(prim, "_sharded", False):
         raise infer.op_error(ValueError, prim.op_name, "the row-shard kernels (ms_scatter.distributed) have no vmap "
                                                        "rule, but got a vmap over one.")
     if isinstance(prim, _TensorScatter):

@@ -51,7 +51,7 @@ from mindspore.ops import constexpr
 from . import _grad, infer
 from ._ascend import use_ascend_path
 from ._lib import ScatterIndexError
-from .primitives import FUNCTIONS, _ScatterKernel, _result, _result_view
+from .primitives import FUNCTIONS, _ScatterKernel, _result, _result_view, in_place_updates
 
 INFO_DTYPE = mstype.int64
 _zeros_like = ops.ZerosLike()
@@ -174,7 +174,6 @@ class _ShardKernel(_ScatterKernel):
         entry = f"{op_name}_shard_token" if token else f"{op_name}_shard"
         bprop = None if token else _grad.out_of_place_bprop(reduction, family == "Scatter", sharded=True)
         self._setup(op_name, family, entry, token=token, side_effect=token, bprop=bprop, sharded=True)
-        self.sharded = True
 
     def _check_info(self, shape, dtype):
         if infer.dtype_name(dtype) != "int64":
@@ -205,18 +204,9 @@ class _ShardKernel(_ScatterKernel):
     def _convert(self, input_x, indices, updates, shard):  # pylint: disable=arguments-differ
         if not isinstance(shard, Tensor):
             raise infer.op_error(TypeError, self.op_name, f"'shard' must be a Tensor, but got {type(shard).__name__}.")
-        if self._token and isinstance(input_x, Tensor) and isinstance(updates, Tensor) and \
-                input_x.dtype != updates.dtype:  # the in-place rule of primitives._ScatterKernel._convert
-            updates = updates.astype(getattr(mstype, infer.in_place_updates_dtype(
-                self.op_name, input_x.dtype, updates.dtype)))
+        if self._token:
+            updates = in_place_updates(self.op_name, input_x, updates)
         return super()._convert(input_x, indices, updates) + (shard,)
-
-
-@constexpr
-def _updates_dtype(op, x_dtype, updates_dtype):
-    """The in-place rule of implicit conversion (raises for one that would convert input_x)."""
-    infer.in_place_updates_dtype(op, x_dtype, updates_dtype)
-    return x_dtype
 
 
 class _ShardSlots(nn.Cell):
@@ -277,13 +267,11 @@ def _shard_function(family, reduction):
     # cache (one per primitive name, "Custom") to the next 3-input ms_scatter call.
     if reduction in _grad.NEEDS_INPUT:
         def function(input_x, indices, updates, shard):
-            if isinstance(updates, Tensor) and updates.dtype != input_x.dtype:
-                updates = ops.cast(updates, _updates_dtype(op, input_x.dtype, updates.dtype))
+            updates = in_place_updates(op, input_x, updates)
             return call(input_x, indices, updates, shard, slots(input_x, indices, shard))
     else:
         def function(input_x, indices, updates, shard):
-            if isinstance(updates, Tensor) and updates.dtype != input_x.dtype:
-                updates = ops.cast(updates, _updates_dtype(op, input_x.dtype, updates.dtype))
+            updates = in_place_updates(op, input_x, updates)
             return call(input_x, indices, updates, shard, _grad._PLACEHOLDER)  # pylint: disable=protected-access
     return function, kernel
 

@@ -40,10 +40,6 @@ def infer_shape(entry, *shapes):
     return tuple(out[:rank]), None
 
 
-def _entry(op, output):
-    return entry_name(op, output if output != "tensor" else "token")
-
-
 def _valid(op):
     family = split_op(op)[0]
     if family == "Scatter":
@@ -53,16 +49,16 @@ def _valid(op):
 
 @pytest.mark.parametrize("op, output", ENTRIES)
 def test_every_entry_has_an_infer_shape_symbol(op, output):
-    assert hasattr(kernel_library(), _entry(op, output) + "InferShape")
+    assert hasattr(kernel_library(), entry_name(op, output) + "InferShape")
 
 
 @pytest.mark.parametrize("op, output", ENTRIES)
 def test_known_shapes(op, output):
     x, i, u = _valid(op)
-    shape, err = infer_shape(_entry(op, output), x, i, u)
+    shape, err = infer_shape(entry_name(op, output), x, i, u)
     assert err is None
     assert shape == ((1,) if output == "token" else x)
-    shape, err = infer_shape(_entry(op, output), x, i, (3, 3))
+    shape, err = infer_shape(entry_name(op, output), x, i, (3, 3))
     assert shape is None
     assert err == (f"For '{op}', the shape of 'updates' must match 'indices' {i} and 'input_x' (5, 3), "
                    f"but got (3, 3).")
@@ -76,7 +72,7 @@ def test_unknown_parts_pass_unchecked(op, output, unknown):
         x, i, u = (-1,) + x[1:], (-1,) + i[1:], (-1, 7)  # 7: a mismatch, left to infer/
     else:
         x, i, u = (-2,), (-2,), (-2,)
-    shape, err = infer_shape(_entry(op, output), x, i, u)
+    shape, err = infer_shape(entry_name(op, output), x, i, u)
     assert err is None
     assert shape == ((1,) if output == "token" else x)
 
@@ -102,7 +98,7 @@ def test_known_shapes_agree_with_infer(family, x, i, u):
     except ValueError:
         expected_ok = False
     for output in (("tensor",) if family == "TensorScatter" else ("token", "return")):
-        shape, err = infer_shape(_entry(op, output), x, i, u)
+        shape, err = infer_shape(entry_name(op, output), x, i, u)
         assert (err is None) == expected_ok, (x, i, u, err)
         if err is not None:
             assert err.startswith(f"For '{op}', ") and "but got" in err, err
