@@ -15,10 +15,11 @@ from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
 from . import patch  # noqa: F401  (a callable module: ms_scatter.patch() and python -m ms_scatter.patch)
 from ._lib import call_counts
 from ._patch import patched, unpatch
-from . import distributed  # noqa: F401  (scale-out: replicated and row-sharded tables, ms_scatter.distributed)
+from . import distributed  # scale-out: replicated and row-sharded tables, ms_scatter.distributed
 
 __version__ = "0.1.0"
 
+distributed.install(FUNCTIONS)
 globals().update(PRIMITIVES)
 globals().update(FUNCTIONS)
 

@@ -35,9 +35,8 @@ How a call runs (x = input_x, u = updates):
   CPU and GPU only, and an aot kernel on Ascend reports through outputs only.
 
 How MindSpore is made to run that graph for a *primitive*: a primitive compiles as one kernel
-node, which cannot assign; an Ascend-path primitive carries ``__ms_class__`` and an instance
-attribute ``__call__`` (``AscendOp.graph_call``), which MindSpore's graph parser calls instead
-(measured on MindSpore 2.10).
+node, which cannot assign; an Ascend-path primitive compiles as ``AscendOp.graph_call`` in every
+graph position instead (ops/_graph.py, the mechanism every ms_scatter object uses).
 
 Costs: in place is O(x) + O(u) here (the op writes y, the assign copies it into x), not O(u);
 PYNATIVE also reads the status back (a 32-byte device-to-host copy, which waits for the op).
@@ -53,6 +52,7 @@ from mindspore.graph.api import _pynative_executor
 from mindspore.ops import CustomRegOp, DataType, constexpr
 
 from . import _grad, infer
+from ._graph import GraphMethod, run_in_graphs_as
 from ._lib import (INDEX_OUT_OF_RANGE, KERNEL_DIR, PYNATIVE_LOCK, ScatterIndexError, error_type, format_error,
                    host_call, kernel_func)
 
@@ -156,8 +156,7 @@ def attach(primitive):
     """Put an Ascend-path primitive on the Ascend path in every mode (module docstring):
     returns the ``AscendOp`` its ``__call__`` uses in PYNATIVE."""
     op = AscendOp(primitive.op_name, primitive.family, primitive._convert)  # pylint: disable=protected-access
-    primitive.__ms_class__ = True
-    primitive.__call__ = op.graph_call
+    run_in_graphs_as(primitive, op.graph_call)
     return op
 
 
@@ -329,11 +328,9 @@ class AscendCall(nn.Cell):
 
 # ------------------------------------------------------------------ the callable
 
-class AscendOp:
+class AscendOp(GraphMethod):
     """One operator (primitive instance or function) on the Ascend path. Python calls
-    ``__call__`` (PYNATIVE); MindSpore's graph parser calls the instance attribute
-    ``__call__`` = ``graph_call`` (``__ms_class__``, see the module docstring)."""
-    __ms_class__ = True
+    ``__call__`` (PYNATIVE); a graph compiles ``graph_call`` (ops/_graph.py)."""
 
     def __init__(self, op_name, family, convert):
         self.op_name = op_name
@@ -341,7 +338,7 @@ class AscendOp:
         self.reduction = op_name[len(family):]
         self.in_place = family != "TensorScatter"
         self._convert = convert  # the primitive's PYNATIVE implicit conversion and argument check
-        self.__call__ = self.graph_call
+        run_in_graphs_as(self, self.graph_call)
 
     def __getattr__(self, name):
         # built at first use, in Python: at the first PYNATIVE call, or while MindSpore's parser
@@ -407,7 +404,3 @@ class AscendOp:
         host_call(self.op_name, arrays + [out])
         return Tensor(out)
 
-
-# names kept for ops/primitives.py
-HybridOp = AscendOp
-hybrid_selected = ascend_selected

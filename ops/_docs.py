@@ -3,7 +3,7 @@ r"""The docstrings of the 42 callables, in MindSpore's layout, generated from th
 the functions), Raises, Supported Platforms, Examples.
 
 The examples' printed outputs are computed here by the numpy loop oracle
-(ms_scatter.testing.oracle), never by our kernels, and tests/test_docs.py runs every
+(ms_scatter.reference.oracle), never by our kernels, and tests/test_docs.py runs every
 example as a doctest against our ops; the four seed operators (ScatterAdd, ScatterSub,
 ScatterMin, tensor_scatter_max) show the examples of MindSpore's reference pages with
 the outputs printed there (ms_scatter.seed_examples).
@@ -12,7 +12,7 @@ import numpy as np
 
 from . import infer
 from .seed_examples import SEED_EXAMPLES
-from .testing import oracle, reduce_step
+from .reference import oracle, reduce_step
 
 _NOUN = {"Add": "addition", "Sub": "subtraction", "Mul": "multiplication", "Div": "division",
          "Max": "maximum", "Min": "minimum", "Update": "update"}

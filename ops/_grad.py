@@ -287,12 +287,15 @@ _at_most = Minimum()
 _at_least = Maximum()
 _zeros_while_recording = ZerosLike()
 _to_float32 = Cast()
+_local_vectors = None  # a _LocalVectors, made below (after the class)
 
 
 class InPlaceCall(nn.Cell):
     """One in-place functional form: ``Depend(input_x, kernel(input_x, indices, updates))``
     with the gradient rule of its reduction. ``saved`` is input_x gathered at indices before
-    the kernel writes (or a placeholder when the rule does not need it)."""
+    the kernel writes (or a placeholder when the rule does not need it). ShardInPlaceCall is
+    the same call on a row shard (a 4th kernel input); both share the recorded call and the
+    gradient below."""
 
     def __init__(self, kernel, result, result_view, reduction, depth_one):
         super().__init__(auto_prefix=False)
@@ -308,8 +311,11 @@ class InPlaceCall(nn.Cell):
         # PYNATIVE: pay it only while a gradient is being recorded.
         if not _pynative_executor.requires_grad():
             return self.fast_result(x, self.kernel(x, indices, updates))
+        return self._recorded(x, indices, updates, saved)
+
+    def _recorded(self, *args):
         try:
-            return super().__call__(x, indices, updates, saved)
+            return nn.Cell.__call__(self, *args)
         except Exception:
             # The error ends the gradient being recorded. MindSpore 2.10 leaves its grad flag
             # set after an exception inside a recorded function, and every later graph that
@@ -323,20 +329,57 @@ class InPlaceCall(nn.Cell):
         return self.result(x, self.kernel(x, indices, updates))
 
     def bprop(self, x, indices, updates, saved, out, dout):
+        dx, du = self._gradients(x, indices, updates, saved, out, dout, None)
+        return dx, ops.zeros_like(indices), du, ops.zeros_like(saved)
+
+    def _gradients(self, x, indices, updates, saved, out, dout, shard):
+        """(d input_x, d updates) of the call."""
         xg = saved if self.uses_saved else None
         if isinstance(dout, tuple):
             # GRAPH mode, the result discarded while the Parameter is read later (or another
             # in-place op follows): MindSpore hands this side-effect Cell its inputs and the
-            # result as one tuple `out` (x, indices, updates, saved, monad, result), and in
-            # `dout` the gradients those inputs have already received, then the result's
-            # (measured on 2.10). The rule applies to the result's; the others pass through,
-            # which gives what PYNATIVE and the built-ins give.
+            # result as one tuple `out` (x, indices, updates, [shard,] saved, monad, result),
+            # and in `dout` the gradients those inputs have already received, then the
+            # result's (measured on 2.10). The rule applies to the result's; the others pass
+            # through, which gives what PYNATIVE and the built-ins give.
             if isinstance(out, tuple):
                 out = out[-1]
-            dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout[-1])
-            return dx + dout[0], ops.zeros_like(indices), du + dout[2], ops.zeros_like(saved)
-        dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout)
-        return dx, ops.zeros_like(indices), du, ops.zeros_like(saved)
+            dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout[-1], shard)
+            return dx + dout[0], du + dout[2]
+        return grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout, shard)
+
+
+class ShardInPlaceCall(InPlaceCall):
+    """InPlaceCall on a row shard: input_x a block of rows, global indices, ``shard`` = int64
+    (row_begin, global_rows) as the kernel's 4th input (ops/distributed.py)."""
+
+    def __call__(self, x, indices, updates, shard, saved):  # pylint: disable=arguments-differ
+        if not _pynative_executor.requires_grad():
+            return self.fast_result(x, self.kernel(x, indices, updates, shard))
+        return self._recorded(x, indices, updates, shard, saved)
+
+    def construct(self, x, indices, updates, shard, saved):  # pylint: disable=arguments-differ
+        return self.result(x, self.kernel(x, indices, updates, shard))
+
+    def bprop(self, x, indices, updates, shard, saved, out, dout):  # pylint: disable=arguments-differ
+        dx, du = self._gradients(x, indices, updates, saved, out, dout, shard)
+        return dx, ops.zeros_like(indices), du, ops.zeros_like(shard), ops.zeros_like(saved)
+
+
+class _LocalVectors(nn.Cell):
+    """A shard's index vectors (N, d) in its own rows (row 0 for the vectors outside it, which
+    the rules mask), for the saved-slot gather; in PYNATIVE only while a gradient is recorded."""
+
+    def __init__(self):
+        super().__init__(auto_prefix=False)
+
+    def __call__(self, vectors, shard, rows):
+        if not _pynative_executor.requires_grad():
+            return _PLACEHOLDER
+        return super().__call__(vectors, shard, rows)
+
+    def construct(self, vectors, shard, rows):
+        return local_vectors(ops.reshape(vectors, (-1, vectors.shape[-1])), shard, rows)[0]
 
 
 @constexpr(check=False)
@@ -373,9 +416,13 @@ def _bounds_tensors(dims, wide):
     return hit
 
 
-def _saved_slots(x, vectors, updates):
+def _saved_slots(x, vectors, updates, shard=None):
     """input_x at the index vectors, clipped into input_x: the gather runs before the kernel
-    checks the indices and must not fail first (the kernel raises the documented error)."""
+    checks the indices and must not fail first (the kernel raises the documented error). On a
+    row shard, the vectors are first made local (any row of the shard for those outside it);
+    the gathered slots then have the flat shape (N,) + slice, which the rules reshape to."""
+    if shard is not None:
+        vectors = _local_vectors(vectors, shard, x.shape[0])
     bounds = _slot_bounds(x.shape, vectors.shape, vectors.dtype)
     if bounds is None:
         return _zeros_while_recording(updates)
@@ -389,20 +436,38 @@ def _saved_slots(x, vectors, updates):
     return _save_slots(x, _at_least(_at_most(vectors, bounds[1]), bounds[0]))
 
 
-def in_place_function(kernel, result, result_view, reduction, depth_one, convert):
+_local_vectors = _LocalVectors()
+
+
+def _no_slots(input_x, indices, updates, shard=None):  # pylint: disable=unused-argument
+    return _PLACEHOLDER
+
+
+def _slots_of_rows(input_x, indices, updates, shard=None):
+    return _saved_slots(input_x, _as_vectors(indices, -1), updates, shard)
+
+
+def _slots_of_vectors(input_x, indices, updates, shard=None):
+    return _saved_slots(input_x, indices, updates, shard)
+
+
+def in_place_function(kernel, result, result_view, reduction, depth_one, convert, sharded=False):
     """The in-place functional form of one operator (returns the updated input_x);
-    `convert(op, input_x, updates)` is the implicit dtype conversion of updates."""
-    call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
+    `convert(op, input_x, updates)` is the implicit dtype conversion of updates. sharded: the
+    form on a row shard, ``function(shard, global indices, updates, shard_info)`` with a
+    row-shard kernel (ops/distributed.py)."""
     op = kernel.op_name
-    if reduction not in NEEDS_INPUT:
-        def function(input_x, indices, updates):
-            return call(input_x, indices, convert(op, input_x, updates), _PLACEHOLDER)
-    elif depth_one:
-        def function(input_x, indices, updates):
+    saved = _no_slots if reduction not in NEEDS_INPUT else _slots_of_rows if depth_one else _slots_of_vectors
+    if sharded:
+        call = ShardInPlaceCall(kernel, result, result_view, reduction, depth_one)
+
+        def function(input_x, indices, updates, shard):
             updates = convert(op, input_x, updates)
-            return call(input_x, indices, updates, _saved_slots(input_x, _as_vectors(indices, -1), updates))
-    else:
-        def function(input_x, indices, updates):
-            updates = convert(op, input_x, updates)
-            return call(input_x, indices, updates, _saved_slots(input_x, indices, updates))
+            return call(input_x, indices, updates, shard, saved(input_x, indices, updates, shard))
+        return function
+    call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
+
+    def function(input_x, indices, updates):  # pylint: disable=function-redefined
+        updates = convert(op, input_x, updates)
+        return call(input_x, indices, updates, saved(input_x, indices, updates))
     return function

@@ -30,7 +30,8 @@ from mindspore.ops import operations as P
 from mindspore.ops._vmap.vmap_base import _bdim_at_front, vmap_rules_getters
 
 from . import infer
-from .primitives import PRIMITIVES, _InPlaceKernel, _ScatterKernel, _TensorScatter
+from ._kernel import ScatterKernel
+from .primitives import PRIMITIVES, _InPlaceKernel, _TensorScatter
 
 _PRIM_NAME = "Custom"
 _previous_getter = vmap_rules_getters.get(_PRIM_NAME, None)  # another package's "Custom" rule, kept
@@ -148,7 +149,7 @@ def _our_rule(prim, axis_size):
 @vmap_rules_getters.register(_PRIM_NAME)
 def get_custom_vmap_rule(prim, axis_size):
     """ms_scatter's kernels get their rule; any other Custom op the previous one (or None)."""
-    if isinstance(prim, _ScatterKernel):
+    if isinstance(prim, ScatterKernel):
         return _our_rule(prim, axis_size)
     if _previous_getter is not None:
         return _previous_getter(prim, axis_size)

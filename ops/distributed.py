@@ -45,13 +45,13 @@ import numpy as np
 from mindspore import Parameter, Tensor, context, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.communication import GlobalComm, get_group_size, get_rank
-from mindspore.graph.api import _pynative_executor
 from mindspore.ops import constexpr
 
-from . import _grad, infer
+from . import _grad, _kernel, infer
 from ._ascend import use_ascend_path
+from ._graph import run_in_graphs_as
+from ._kernel import ScatterKernel, in_place_updates
 from ._lib import ScatterIndexError
-from .primitives import FUNCTIONS, _ScatterKernel, _result, _result_view, in_place_updates
 
 INFO_DTYPE = mstype.int64
 _zeros_like = ops.ZerosLike()
@@ -164,7 +164,7 @@ class BatchGather(nn.Cell):
 
 # ------------------------------------------------------------------ the row-shard kernels
 
-class _ShardKernel(_ScatterKernel):
+class _ShardKernel(ScatterKernel):
     """One row-shard entry of the aot library: (input_x = a block of rows, indices of
     global rows, updates, shard = int64 (row_begin, global_rows)); in place with a token
     (Scatter*, ScatterNd*) or out of place (TensorScatter*)."""
@@ -209,50 +209,6 @@ class _ShardKernel(_ScatterKernel):
         return super()._convert(input_x, indices, updates) + (shard,)
 
 
-class _ShardSlots(nn.Cell):
-    """input_x at a shard's index vectors before the kernel writes (the Mul/Max/Min rules
-    read it; any row of the shard for a vector outside it, which the rules mask). In
-    PYNATIVE only while a gradient is recorded, as _grad's saved slots."""
-
-    def __init__(self, depth_one):
-        super().__init__(auto_prefix=False)
-        self.depth_one = depth_one
-
-    def __call__(self, x, indices, shard):
-        if not _pynative_executor.requires_grad():
-            return _grad._PLACEHOLDER  # pylint: disable=protected-access
-        return super().__call__(x, indices, shard)
-
-    def construct(self, x, indices, shard):
-        idx, _ = _grad._flatten(x, indices, self.depth_one)  # pylint: disable=protected-access
-        return ops.gather_nd(x, _grad.local_vectors(idx, shard, x.shape[0])[0])
-
-
-class _ShardInPlaceCall(nn.Cell):
-    """``Depend(shard, kernel(shard, indices, updates, info))`` with the gradient rule of its
-    reduction on the shard (_grad.grads with the shard)."""
-
-    def __init__(self, kernel, reduction, depth_one):
-        super().__init__(auto_prefix=False)
-        self.kernel = kernel
-        self.reduction = reduction
-        self.depth_one = depth_one
-        self.uses_saved = reduction in _grad.NEEDS_INPUT
-
-    def __call__(self, x, indices, updates, shard, saved):
-        if not _pynative_executor.requires_grad():
-            return _result(x, self.kernel(x, indices, updates, shard))
-        return super().__call__(x, indices, updates, shard, saved)
-
-    def construct(self, x, indices, updates, shard, saved):
-        return _result_view(x, self.kernel(x, indices, updates, shard))
-
-    def bprop(self, x, indices, updates, shard, saved, out, dout):
-        xg = saved if self.uses_saved else None
-        dx, du = _grad.grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout, shard)
-        return dx, ops.zeros_like(indices), du, ops.zeros_like(shard), ops.zeros_like(saved)
-
-
 def _shard_function(family, reduction):
     op = family + reduction
     kernel = _ShardKernel(op, family, reduction)
@@ -260,27 +216,16 @@ def _shard_function(family, reduction):
         def function(input_x, indices, updates, shard):
             return kernel(input_x, indices, updates, shard)
         return function, kernel
-    call = _ShardInPlaceCall(kernel, reduction, family == "Scatter")
-    slots = _ShardSlots(family == "Scatter")
-    # Updates of a lower dtype are converted here, by the in-place rule, in every mode: a
-    # 4-input signature on a Custom op would be applied by MindSpore's PYNATIVE signature
-    # cache (one per primitive name, "Custom") to the next 3-input ms_scatter call.
-    if reduction in _grad.NEEDS_INPUT:
-        def function(input_x, indices, updates, shard):
-            updates = in_place_updates(op, input_x, updates)
-            return call(input_x, indices, updates, shard, slots(input_x, indices, shard))
-    else:
-        def function(input_x, indices, updates, shard):
-            updates = in_place_updates(op, input_x, updates)
-            return call(input_x, indices, updates, shard, _grad._PLACEHOLDER)  # pylint: disable=protected-access
-    return function, kernel
+    # the one in-place path (ops/_grad.py) with the shard as the kernel's 4th input
+    return _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, family == "Scatter",
+                                   in_place_updates, sharded=True), kernel
 
 
 SHARD_FUNCTIONS = {}  # "shard_scatter_add" ...: (shard, global indices, updates, int64 (row_begin, global_rows))
 _SHARD_KERNELS = {}
 for _family in infer.FAMILIES:
     for _reduction in infer.REDUCTIONS:
-        _fn, _kernel = _shard_function(_family, _reduction)
+        _fn, _shard_kernel = _shard_function(_family, _reduction)
         _name = "shard_" + infer.function_name(_family + _reduction)
         _fn.__name__ = _fn.__qualname__ = _name
         _fn.__doc__ = (f"{_family + _reduction} on a row shard: input_x holds rows [row_begin, row_begin + "
@@ -288,7 +233,7 @@ for _family in infer.FAMILIES:
                        f"global_rows)); indices name global rows, checked against global_rows; the vectors "
                        f"outside the shard are skipped. No communication.")
         SHARD_FUNCTIONS[_name] = _fn
-        _SHARD_KERNELS[_family + _reduction] = _kernel
+        _SHARD_KERNELS[_family + _reduction] = _shard_kernel
 _grad.install_sharded({r: _SHARD_KERNELS["TensorScatter" + r] for r in infer.REDUCTIONS})
 globals().update(SHARD_FUNCTIONS)
 
@@ -322,8 +267,11 @@ def _replicated_method(function):
     return method
 
 
-for _name, _fn in FUNCTIONS.items():
-    setattr(Replicated, _name, _replicated_method(_fn))
+def install(functions):
+    """Called by ms_scatter's __init__ with the 21 functions (ops/primitives.py), which this
+    module does not import: Replicated gets one method each."""
+    for name, function in functions.items():
+        setattr(Replicated, name, _replicated_method(function))
 
 
 # ------------------------------------------------------------------ row-sharded tables
@@ -579,7 +527,9 @@ def shard_primitive(primitive, in_strategy=None, out_strategy=None, ranks=None, 
     def graph_call(input_x, indices, updates):
         info = Tensor(_row_info(input_x.shape[0], splits, block), INFO_DTYPE)
         return function(input_x, indices, updates, info)
-    primitive.__ms_class__ = True
-    primitive.__call__ = graph_call
+    run_in_graphs_as(primitive, graph_call)
     primitive.sharded_kernel = kernel
     return primitive
+
+
+_kernel.register_shard_rule(shard_primitive)

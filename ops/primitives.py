@@ -8,383 +8,30 @@ How a call runs, and what it costs (x = input_x, u = updates):
   ``Depend(x, token)``, i.e. the updated Parameter itself (in PYNATIVE a Tensor sharing
   its memory). Cost O(u).
 * ``ScatterAdd()(x, i, u)``, in any mode: the same path. In PYNATIVE through the class's
-  ``__call__``; in GRAPH mode / under jit (where MindSpore ignores a primitive's
-  ``__call__``) through the instance attribute ``__call__`` that MindSpore's parser
-  calls on an object marked ``__ms_class__``. Cost O(u). (The primitive's own aot entry,
-  ``<Op>_return``, which would copy all of x into its output, is never launched.)
+  ``__call__``; in a graph (GRAPH mode, ``jit``) the primitive compiles as its functional
+  form wherever the graph holds it: called, bound by ``F.partial``, passed through
+  ``HyperMap`` into a ``MultitypeFuncGraph``, chosen by a condition (ops/_graph.py). Cost
+  O(u). (The primitive's own aot entry, ``<Op>_return``, which would copy all of x into its
+  output, is never launched.)
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 
-Dynamic shapes (a -1 dimension or an unknown rank at compile time: ``Cell.set_inputs``,
-``jit(dynamic=1)``): MindSpore infers such a node's shape again at each launch, without
-Python, through the library's ``<entry>InferShape`` (kernels/include/ms_scatter/entries.h).
-So each kernel that our functional forms call (the token kernels, the TensorScatter
-kernels) is, in a graph, one of two graph nodes chosen at compile time: the static one
-(exactly the primitive as before) or, where a shape is unknown, one with the primitive
-attribute ``cpp_infer_shape``. Python calls (PYNATIVE) use the object itself, which is
-never a graph node: MindSpore treats a primitive that has run in a dynamic-shape graph
-differently at later PYNATIVE launches (it infers its shape again on its backend thread).
+The kernels, their graph nodes (static and dynamic shapes) and the call paths beneath are
+ops/_kernel.py.
 
 On the device target Ascend every primitive and function runs on ms_scatter's Ascend C
 kernels instead (a CANN custom-op package, ops.Custom("MsScatterNd<R>", func_type="aot")):
 ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + O(u)).
 """
-import math
-import weakref
+import functools
 
-import numpy as np
-from mindspore import Parameter, Tensor, ops
-from mindspore.common import dtype as mstype
-from mindspore.graph.api import _pynative_executor
-from mindspore.ops import functional as F
-from mindspore.ops import signature as sig
-from mindspore.ops.operations import Depend as _MsDepend
-
-from mindspore.ops import constexpr
-
-from . import _ascend, _docs, _eager, _grad, infer
-from .testing import aligned_empty
-from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
-                   raise_kernel_error)
-
-# input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
-# implicit conversion would name the op "primitive[Custom]"; the in-place functions
-# convert updates themselves (_in_place_updates), with the op's name and error type.
-_IN_PLACE_SIGNATURE = (
-    sig.make_sig('x', sig.sig_rw.RW_WRITE),
-    sig.make_sig('indices'),
-    sig.make_sig('updates'),
-)
-_ARG_NAMES = ("input_x", "indices", "updates")
-_TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
+from . import _ascend, _docs, _grad, _kernel, infer
+from ._graph import FunctionPath, run_in_graphs_as
+from ._kernel import IN_PLACE_SIGNATURE, ScatterKernel, bind_arguments, check_eager_inputs, in_place_updates
 
 
-_DIRECT_OUTPUT_BYTES = 32 << 20
-
-
-def _direct_output_ok(x):
-    """A direct TensorScatter (none while a gradient is recorded: MindSpore must then see the
-    op for its bprop) writes a fresh numpy buffer. Above 32 MiB (glibc's largest reused
-    block) every call page-faults all of it: 1e6 x 64 float32 took 38-167 ms direct against
-    15-50 ms through MindSpore's launch and memory pool, which larger outputs therefore take."""
-    return x.nbytes < _DIRECT_OUTPUT_BYTES
-
-
-_ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost more than they save
-
-
-def _empty_like(x, dtype_name):
-    """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
-    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache),
-    starting on a 64-byte boundary: numpy's and MindSpore's CPU memory is 16-byte aligned,
-    and rows that straddle one more cache line each made the same kernel up to 15-25% slower."""
-    dtype = _eager.numpy_dtype(dtype_name)
-    shape = tuple(x.shape)
-    if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
-        return Tensor.from_numpy(np.empty(shape, dtype))
-    return Tensor.from_numpy(aligned_empty(shape, dtype))
-
-
-def bind_arguments(op, args, kwargs):
-    """(input_x, indices, updates) from a call's positional and keyword arguments (the
-    built-ins take both), or a TypeError that names the op."""
-    if not kwargs and len(args) == 3:
-        return args
-    if len(args) > 3:
-        raise infer.op_error(TypeError, op, f"takes 3 inputs (input_x, indices, updates), but got {len(args)}.")
-    values = dict(zip(_ARG_NAMES, args))
-    for name, value in kwargs.items():
-        if name not in _ARG_NAMES:
-            raise infer.op_error(TypeError, op, f"got an unexpected keyword argument '{name}' (the inputs are "
-                                                f"input_x, indices, updates).")
-        if name in values:
-            raise infer.op_error(TypeError, op, f"got multiple values for argument '{name}'.")
-        values[name] = value
-    missing = [n for n in _ARG_NAMES if n not in values]
-    if missing:
-        raise infer.op_error(TypeError, op, f"missing input(s): {', '.join(missing)}.")
-    return tuple(values[n] for n in _ARG_NAMES)
-
-
-@constexpr
-def _updates_dtype(op, x_dtype, updates_dtype):
-    """The dtype the updates of an in-place call are converted to (input_x's), or a
-    ScatterTypeError (a TypeError and a RuntimeError); at compile time in a graph."""
-    return getattr(mstype, infer.in_place_updates_dtype(op, x_dtype, updates_dtype))
-
-
-def in_place_updates(op, input_x, updates):
-    """MindSpore's implicit conversion for an in-place op, by the op's own rule: updates
-    of a lower dtype take input_x's; one that would need input_x converted is refused."""
-    if not isinstance(input_x, Tensor) or not isinstance(updates, Tensor):
-        return updates  # not tensors: the kernel's inference raises, naming the argument
-    if input_x.dtype == updates.dtype:
-        return updates
-    target = _updates_dtype(op, input_x.dtype, updates.dtype)
-    if target != updates.dtype:
-        return ops.cast(updates, target)
-    return updates
-
-
-class _ScatterKernel(ops.Custom):
-    """One aot entry point of the kernel library, with ms_scatter's own inference."""
-
-    def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, sharded=False,
-               graph=None):
-        """graph: None for a primitive that is its own graph node (as MindSpore's are);
-        "dispatch" for the objects our functional forms call, which in a graph run as one
-        of two nodes (_graph_call); "static" / "dynamic" for those nodes themselves."""
-        self.op_name = op_name
-        self.family = family
-        self._token = token
-        self._sharded = sharded
-        self._infer_memo = {}
-        # the aot library of the device target, or on Ascend a placeholder: calls then go
-        # through ops/_ascend.py's AscendOp; the row-shard entries (a 4th input,
-        # ops/distributed.py) exist in the aot libraries only
-        if sharded:
-            (self._library, func), func_type = kernel_func(entry), "aot"
-        else:
-            self._library, func, func_type = _ascend.kernel_choice(op_name, entry)
-        super().__init__(func, out_shape=self._infer_shape, out_dtype=self._infer_dtype,
-                         func_type=func_type, bprop=bprop)
-        self.init_prim_io_names(inputs=['input_x', 'indices', 'updates'] + (['shard'] if sharded else []),
-                                outputs=['y'])
-        if side_effect:
-            self.add_prim_attr('side_effect_mem', True)
-        if graph in ("static", "dynamic"):
-            # Graph nodes are inferred by the library alone (<entry>InferShape / InferType, at
-            # compile time and, for dynamic shapes, at each launch): MindSpore re-infers the
-            # nodes of a graph part it compiles at run time (GNN code, graphs with values of
-            # any type) on a copy of the primitive that is no PrimitivePy, where a Python
-            # __infer__ cannot run ("The prim is not a PrimitivePy"). The Python rules run
-            # before the node (_graph_call); Custom's C++ inference reads reg_op_name.
-            self.add_prim_attr("cpp_infer_shape", True)
-            self.add_prim_attr("cpp_infer_type", True)
-            self.add_prim_attr("reg_op_name", op_name)
-        self._hybrid = _ascend.attach(self) if func_type != "aot" else None
-        self._caller_waits = caller_waits_setter(self._library) if self._library else None
-        # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
-        # in-place primitives' own '_return' entries, which are never launched
-        self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
-            self._library == CPU_LIBRARY and not sharded and (token or family == "TensorScatter")
-            and graph not in ("static", "dynamic")) else None
-        self._check_memo = {}
-        self._graph = graph
-        self._setup_args = (op_name, family, entry, token, side_effect, bprop, sharded)
-        if graph == "dispatch" and func_type == "aot":
-            # MindSpore's graph parser calls the instance attribute __call__ of an object marked
-            # __ms_class__ (what mindspore.jit_class sets); Python's call uses the class's
-            self.__ms_class__ = True
-            self.__call__ = _graph_call(op_name, family, self._graph_node("static"), self._graph_node("dynamic"))
-
-    def _graph_node(self, kind):
-        """This kernel as a graph node of kind "static" or "dynamic" (see _graph_call)."""
-        graph_node = type(self).__new__(type(self))
-        graph_node._setup(*self._setup_args, graph=kind)  # pylint: disable=protected-access
-        return graph_node
-
-    def _infer_shape(self, x_shape, indices_shape, updates_shape):
-        rule, kwargs = infer.family_shape_rule(self.family)
-        shape = rule(self.op_name, x_shape, indices_shape, updates_shape, **kwargs)
-        return (1,) if self._token else shape
-
-    def _infer_dtype(self, x_dtype, indices_dtype, updates_dtype):
-        dtype = infer.scatter_dtype(self.op_name, x_dtype, indices_dtype, updates_dtype)
-        return mstype.int32 if self._token else dtype
-
-    _INFER_MEMO_SIZE = 64
-
-    def __infer__(self, input_x, indices, updates):
-        # Inference is a pure function of the shapes and dtypes: a PYNATIVE loop pays for it
-        # once per signature (successes only; a failing signature raises every time).
-        # (Keyed by element types: hashing a TensorType costs ~2 us, its element type 0.2.)
-        try:
-            key = (tuple(input_x["shape"]), tuple(indices["shape"]), tuple(updates["shape"]),
-                   input_x["dtype"].element_type(), indices["dtype"].element_type(),
-                   updates["dtype"].element_type())
-            hit = self._infer_memo.get(key)
-        except (AttributeError, TypeError):  # not a tensor type (raised below), or unhashable
-            key, hit = None, None
-        if hit is not None:
-            return {"shape": hit[0], "dtype": hit[1], "value": None}
-        result = self._infer_uncached(input_x, indices, updates)
-        if key is not None:
-            if len(self._infer_memo) >= self._INFER_MEMO_SIZE:
-                self._infer_memo.clear()
-            self._infer_memo[key] = (tuple(result["shape"]), result["dtype"])
-        return result
-
-    def _infer_uncached(self, input_x, indices, updates):
-        for name, arg in (("input_x", input_x), ("indices", indices), ("updates", updates)):
-            if not hasattr(arg["dtype"], "element_type"):
-                raise infer.op_error(TypeError, self.op_name, f"'{name}' must be a Tensor, but got {arg['dtype']}.")
-        # dtype rules first (as MindSpore's scatter ops check them), then shapes.
-        dtype = self._infer_dtype(input_x["dtype"], indices["dtype"], updates["dtype"])
-        shape = self._infer_shape(input_x["shape"], indices["shape"], updates["shape"])
-        return {"shape": shape, "dtype": dtype, "value": None}
-
-    def _convert(self, input_x, indices, updates):
-        """PYNATIVE: MindSpore caches a signature per primitive name, and every Custom op
-        is named "Custom", so the implicit conversion is done here, by the op's own rule."""
-        for name, value in (("input_x", input_x), ("indices", indices), ("updates", updates)):
-            if not isinstance(value, Tensor) and (name == "input_x" or not isinstance(value, (int, float))):
-                raise infer.op_error(TypeError, self.op_name,
-                                     f"'{name}' must be a Tensor, but got {type(value).__name__}.")
-        if isinstance(input_x, Tensor) and isinstance(updates, Tensor) and input_x.dtype != updates.dtype:
-            if getattr(self, '__mindspore_signature__', None) is _IN_PLACE_SIGNATURE:
-                updates = in_place_updates(self.op_name, input_x, updates)
-            else:
-                infer.scatter_dtype(self.op_name, input_x.dtype, indices.dtype, updates.dtype)
-        return input_x, indices, updates
-
-    def _check_direct(self, input_x, indices, updates):
-        """The kernel's dtype names of a direct call, after the inference checks (memoised
-        per shapes and dtypes, successes only, like __infer__)."""
-        key = (input_x.shape, indices.shape, updates.shape, input_x.dtype, indices.dtype, updates.dtype)
-        names = self._check_memo.get(key)
-        if names is None:
-            infer.infer(self.op_name, self.family, input_x.shape, indices.shape, updates.shape,
-                        input_x.dtype, indices.dtype, updates.dtype)
-            names = (infer.dtype_name(input_x.dtype), infer.dtype_name(indices.dtype),
-                     infer.dtype_name(updates.dtype))
-            if len(self._check_memo) >= self._INFER_MEMO_SIZE:
-                self._check_memo.clear()
-            self._check_memo[key] = names
-        return names
-
-    def __call__(self, *args, **kwargs):
-        if not self._sharded:  # a row-shard kernel takes a 4th input (ops/distributed.py)
-            args = bind_arguments(self.op_name, args, kwargs)
-        if self._hybrid is not None:
-            return self._hybrid(*args)
-        # Reached in PYNATIVE only (GRAPH mode never calls a primitive's __call__). Wait for
-        # the kernel so that a bad index raises here, with the kernel's own message.
-        # One call at a time: MindSpore 2.10's PYNATIVE launches from several Python
-        # threads at once intermittently hand a kernel the wrong buffers, and the kernel
-        # library has one error channel per process.
-        with _PYNATIVE_LOCK:
-            args = self._convert(*args)
-            if (self._direct is not None and isinstance(args[1], Tensor) and isinstance(args[2], Tensor)
-                    and _ascend.device_target() == "CPU"):
-                if self._token:
-                    self._direct(*args, self._check_direct(*args))
-                    return _TOKEN
-                if not _pynative_executor.requires_grad() and _direct_output_ok(args[0]):
-                    names = self._check_direct(*args)
-                    out = _empty_like(args[0], names[0])
-                    self._direct(*args, names, out=out)
-                    return out
-            before = error_count(self._library)
-            waits = self._caller_waits
-            if waits is not None:
-                waits(1)
-            try:
-                out = super().__call__(*args)
-                _pynative_executor.sync()
-            except RuntimeError as err:
-                raise_kernel_error(self._library, before, err)
-            finally:
-                if waits is not None:
-                    waits(0)
-            return out
-
-
-def _shape(value):
-    return F.shape(value) if isinstance(value, Tensor) else ()  # not a Tensor: __infer__ says so
-
-
-def _dtype(value):
-    return value.dtype if isinstance(value, Tensor) else None
-
-
-def _known_or_unknown(shape):
-    """A compile-time shape in infer/'s terms: None (unknown rank) -> (-2,), None dims -> -1."""
-    if shape is None:
-        return (-2,)
-    return tuple(-1 if d is None else d for d in shape)
-
-
-@constexpr(check=False)
-def _check_graph_call(op, family, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):
-    """The primitive's rules (infer/), at compile time, with their error types: the graph
-    nodes are inferred by the library alone, which could only raise a RuntimeError."""
-    for name, dtype in (("input_x", x_dtype), ("indices", indices_dtype), ("updates", updates_dtype)):
-        if dtype is None:
-            raise infer.op_error(TypeError, op, f"'{name}' must be a Tensor, but got a value of another type.")
-    infer.infer(op, family, _known_or_unknown(x_shape), _known_or_unknown(indices_shape),
-                _known_or_unknown(updates_shape), x_dtype, indices_dtype, updates_dtype)
-    return True
-
-
-def _graph_call(op, family, static, dynamic):
-    """A kernel call in a graph: the rules checked, then the static node where every shape is
-    known at compile time, the dynamic one otherwise (compile-time constants: no branch runs
-    in the graph)."""
-    def call(input_x, indices, updates):
-        _check_graph_call(op, family, _shape(input_x), _shape(indices), _shape(updates), _dtype(input_x),
-                          _dtype(indices), _dtype(updates))
-        if _grad.shape_unknown(_shape(input_x), _shape(indices), _shape(updates)):
-            return dynamic(input_x, indices, updates)
-        return static(input_x, indices, updates)
-    return call
-
-
-class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode compiles
-    """``Depend(input_x, token)``: in a graph, the updated input_x ordered after the kernel.
-    In PYNATIVE (where MindSpore calls ``__call__``) a Tensor sharing the Parameter's
-    memory, so that the result prints and behaves like the built-ins' output (O(1))."""
-
-    def __init__(self, view=False):
-        super().__init__()
-        self._view = view
-
-    def __call__(self, value, expr):
-        if not isinstance(value, Parameter):
-            return value
-        # view=True (used while a gradient is recorded): an op autograd sees, which waits
-        # for the kernel; otherwise a Tensor sharing the Parameter's memory, made once.
-        return value.view(value.shape) if self._view else _shared_result(value)
-
-
-_SHARED_RESULTS = {}  # id(Parameter) -> (weak reference to it, the Tensor sharing its memory)
-_SHARED_RESULTS_SIZE = 1024
-
-
-def _shared_result(param):
-    """A Tensor sharing the Parameter's memory, as the built-ins return; kept per Parameter
-    and storage (creating one costs ~4 us, a quarter of a tiny PYNATIVE call), so repeated
-    calls on one Parameter return the same object, whose values are the Parameter's."""
-    try:
-        ptr = param.data_ptr()
-    except (RuntimeError, TypeError, ValueError):  # a tensor without a data pointer here: no keeping
-        return Tensor(param)
-    hit = _SHARED_RESULTS.get(id(param))
-    if hit is not None:
-        ref, out = hit
-        if ref() is param and out.data_ptr() == ptr and out.shape == param.shape and out.dtype == param.dtype:
-            return out
-    out = Tensor(param)
-    if len(_SHARED_RESULTS) >= _SHARED_RESULTS_SIZE:
-        _SHARED_RESULTS.clear()
-    key = id(param)
-    _SHARED_RESULTS[key] = (weakref.ref(param, lambda ref: _forget_result(key, ref)), out)
-    return out
-
-
-def _forget_result(key, ref):
-    """The Parameter is gone: drop its kept result, which would otherwise hold its memory."""
-    hit = _SHARED_RESULTS.get(key)
-    if hit is not None and hit[0] is ref:
-        del _SHARED_RESULTS[key]
-
-
-_result = Depend()
-_result_view = Depend(view=True)
-
-
-class _InPlaceKernel(_ScatterKernel):
+class _InPlaceKernel(ScatterKernel):
     """In place on a Parameter, 1-element token output: the O(updates) path."""
-    __mindspore_signature__ = _IN_PLACE_SIGNATURE
+    __mindspore_signature__ = IN_PLACE_SIGNATURE
 
     def __init__(self, op_name, family, graph="dispatch"):
         self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, graph=graph)
@@ -393,11 +40,11 @@ class _InPlaceKernel(_ScatterKernel):
         return type(self)(self.op_name, self.family, graph=self._graph)
 
 
-class _InPlaceScatter(_ScatterKernel):
+class _InPlaceScatter(ScatterKernel):
     """Base of Scatter* and ScatterNd*: in place on a Parameter, returns the updated input_x."""
-    __mindspore_signature__ = _IN_PLACE_SIGNATURE
+    __mindspore_signature__ = IN_PLACE_SIGNATURE
     _op = _family = _reduction = None
-    _function = None  # the functional form's aot path, set when the class is made
+    _function = None  # the functional form's aot path (Python and graphs), set when the class is made
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
@@ -405,16 +52,14 @@ class _InPlaceScatter(_ScatterKernel):
         self.add_prim_attr('use_locking', use_locking)
         self.use_locking = use_locking
         if self._hybrid is None:
-            # In a graph MindSpore ignores a primitive's __call__, but it parses the instance
-            # attribute __call__ of an object marked __ms_class__ (what mindspore.jit_class
-            # sets; the Ascend path relies on the same): the primitive then runs its
-            # functional form there too, O(updates) instead of a copy of input_x, with the
-            # exact gradients. Python's own call still uses the class's __call__.
-            self.__ms_class__ = True
-            self.__call__ = type(self)._function
+            # In a graph a primitive would be its own kernel node; this one compiles as its
+            # functional form in every graph position (ops/_graph.py): O(updates) instead of
+            # a copy of input_x, with the exact gradients. (The Ascend path: _ascend.attach.)
+            run_in_graphs_as(self, type(self)._function)
 
     def __call__(self, *args, **kwargs):
         args = bind_arguments(self._op, args, kwargs)
+        check_eager_inputs(self._op, *args)
         if self._hybrid is not None:
             return self._hybrid(*args)
         # PYNATIVE: the O(updates) path; the result is the updated Parameter itself.
@@ -425,22 +70,20 @@ class _InPlaceScatter(_ScatterKernel):
 
     def shard(self, in_strategy=None, out_strategy=None):
         """Semi-auto parallel: a row split of input_x (ms_scatter.distributed.shard_primitive)."""
-        from . import distributed  # pylint: disable=import-outside-toplevel  (it imports this module)
-        return distributed.shard_primitive(self, in_strategy, out_strategy)
+        return _kernel.shard_rule()(self, in_strategy, out_strategy)
 
 
-class _TensorScatter(_ScatterKernel):
+class _TensorScatter(ScatterKernel):
     """Base of TensorScatter*: out of place, input_x unchanged."""
     _op = _family = _reduction = None
-    _function = None  # the functional form, set when the class is made
+    _function = None  # the functional form's aot path in a graph, set when the class is made
 
     def __init__(self):
         self._init_kernel()
         if self._hybrid is None and type(self)._function is not None:
-            # A user's instance runs the functional form in a graph too (as the in-place
-            # primitives do): keyword arguments are then bound as Python binds them.
-            self.__ms_class__ = True
-            self.__call__ = type(self)._function
+            # A user's instance compiles as the functional form in a graph too (as the
+            # in-place primitives do), with keyword arguments bound as Python binds them.
+            run_in_graphs_as(self, type(self)._function)
 
     def _init_kernel(self, graph=None):
         self._setup(self._op, self._family, self._op, bprop=_grad.out_of_place_bprop(self._reduction, False),
@@ -466,25 +109,19 @@ def _make(family, reduction):
     if family == "TensorScatter":
         cls = type(op, (_TensorScatter,), attrs)
         kernel = cls._bare()
-        hybrid = _ascend.HybridOp(op, family, kernel._convert)
-
-        def function(input_x, indices, updates):
-            if _ascend.hybrid_selected():
-                return hybrid(input_x, indices, updates)
-            return kernel(input_x, indices, updates)
-        cls._function = staticmethod(function)
+        aot = kernel
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
         kernel = _InPlaceKernel(op, family)
-        hybrid = _ascend.HybridOp(op, family, kernel._convert)
-        aot_function = _grad.in_place_function(kernel, _result, _result_view, reduction, family == "Scatter",
-                                                 in_place_updates)
+        aot = _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, family == "Scatter",
+                                      in_place_updates)
+    cls._function = staticmethod(aot)  # what an instance compiles as in a graph (ops/_graph.py)
+    # the function's path, chosen per Python call and per compile: ops/_graph.py
+    path = FunctionPath(aot, _ascend.AscendOp(op, family, kernel._convert), _ascend.use_ascend_path,
+                        None if family == "TensorScatter" else functools.partial(check_eager_inputs, op))
 
-        def function(input_x, indices, updates):
-            if _ascend.hybrid_selected():
-                return hybrid(input_x, indices, updates)
-            return aot_function(input_x, indices, updates)
-        cls._function = staticmethod(aot_function)
+    def function(input_x, indices, updates):
+        return path(input_x, indices, updates)
     function.__name__ = function.__qualname__ = infer.function_name(op)
     function.__doc__ = _docs.function_doc(family, reduction)
     return cls, function

@@ -1,127 +1,15 @@
-"""The numpy loop oracle, a direct (no MindSpore) caller of the kernel library, and the
-process's resident memory (rss_mb).
-
-They are used by tests/, st/ and the benchmark. The oracle applies the index vectors one
-at a time, in index order, with the project's policies:
-
-* float16 and bfloat16 accumulate in float32: each destination slice starts from input_x,
-  takes all of its updates in index order in float32, and is rounded once;
-* Max/Min propagate a NaN from either side (numpy.maximum/minimum's rule);
-* integer Add/Sub/Mul wrap as the dtype does; integer Div truncates toward zero,
-  MIN / -1 wraps to MIN, and a zero in updates is an error before anything is written;
-* an index outside [0, dim) is an error before anything is written.
+"""Helpers of the tests and the benchmark: the numpy loop oracle (ms_scatter.reference, where
+its policies are listed), seeded random cases, a direct (no MindSpore) caller of the kernel
+library, and the process's resident memory (rss_mb).
 """
 import ctypes
-import math
 
 import numpy as np
 
 from . import infer
-
-
-def aligned_empty(shape, dtype, align=64):
-    """An uninitialised C-contiguous numpy array whose data starts on an `align`-byte
-    boundary (numpy's and MindSpore's CPU memory is 16-byte aligned: rows of 256 bytes then
-    straddle 5 cache lines instead of 4, and the same kernel ran 10-15% slower on them)."""
-    dtype = np.dtype(dtype)
-    shape = tuple(shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + align, np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
-
-
-class OracleIndexError(IndexError):
-    pass
-
-
-class OracleZeroDivisionError(ZeroDivisionError):
-    pass
-
-
-def np_dtype(dtype):
-    """np.dtype of a name or dtype; 'bfloat16' is MindSpore's numpy bfloat16."""
-    if isinstance(dtype, str) and dtype == "bfloat16":
-        from mindspore.common.np_dtype import bfloat16  # pylint: disable=import-outside-toplevel
-        return np.dtype(bfloat16)
-    return np.dtype(dtype)
-
-
-def is_float(dtype):
-    """numpy float dtypes and MindSpore's numpy bfloat16 (kind 'V')."""
-    dtype = np_dtype(dtype)
-    return dtype.kind == "f" or dtype.name == "bfloat16"
-
-
-def acc_dtype(dtype):
-    """The accumulator of a value dtype: float32 for the 16-bit floats."""
-    dtype = np.dtype(dtype)
-    return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
-
-
-def split_op(op):
-    """'ScatterNdAdd' -> ('ScatterNd', 'Add')."""
-    for family in sorted(infer.FAMILIES, key=len, reverse=True):
-        if op.startswith(family) and op[len(family):] in infer.REDUCTIONS:
-            return family, op[len(family):]
-    raise ValueError(f"unknown operator {op!r}")
-
-
-def _trunc_div(a, b):
-    with np.errstate(all="ignore"):
-        q = np.floor_divide(a, b)
-        fix = (np.remainder(a, b) != 0) & ((a < 0) != (b < 0))
-        q = q + fix.astype(q.dtype)
-        return np.where(b == -1, np.negative(a), q).astype(a.dtype) if np.issubdtype(a.dtype, np.signedinteger) \
-            else q.astype(a.dtype)
-
-
-def reduce_step(reduction, acc, v):
-    """One update of destination values `acc` by values `v` (same dtype)."""
-    with np.errstate(all="ignore"):
-        if reduction == "Add":
-            return acc + v
-        if reduction == "Sub":
-            return acc - v
-        if reduction == "Mul":
-            return acc * v
-        if reduction == "Div":
-            return _trunc_div(acc, v) if np.issubdtype(acc.dtype, np.integer) else acc / v
-        if reduction == "Max":
-            return np.where((acc >= v) | np.isnan(acc) if acc.dtype.kind == "f" else (acc >= v), acc, v)
-        if reduction == "Min":
-            return np.where((acc <= v) | np.isnan(acc) if acc.dtype.kind == "f" else (acc <= v), acc, v)
-        if reduction == "Update":
-            return v.copy()
-    raise ValueError(reduction)
-
-
-def oracle(op, x, indices, updates):
-    """Result of `op` (e.g. 'ScatterAdd') applied to numpy arrays; input arrays unchanged."""
-    family, reduction = split_op(op)
-    x = np.asarray(x)
-    indices = np.asarray(indices)
-    updates = np.asarray(updates, dtype=x.dtype)
-    if family == "Scatter":
-        vectors = indices.reshape(-1, 1)
-        depth = 1
-    else:
-        depth = indices.shape[-1]
-        vectors = indices.reshape(int(np.prod(indices.shape[:-1])), depth)
-    slice_shape = x.shape[depth:]
-    upd = updates.reshape((vectors.shape[0],) + slice_shape)
-    for k, vec in enumerate(vectors):
-        for d, v in enumerate(vec):
-            if v < 0 or v >= x.shape[d]:
-                raise OracleIndexError(f"index {int(v)} at vector {k} out of range [0, {x.shape[d]})")
-    if reduction == "Div" and np.issubdtype(x.dtype, np.integer) and np.any(upd == 0):
-        raise OracleZeroDivisionError("integer division by zero")
-    acc = acc_dtype(x.dtype)
-    work = x.astype(acc, copy=True)
-    for k, vec in enumerate(vectors):
-        dest = tuple(int(v) for v in vec)
-        work[dest] = reduce_step(reduction, work[dest], upd[k].astype(acc))
-    return work.astype(x.dtype)
+from ._eager import aligned_empty  # noqa: F401  (the benchmark's buffers)
+from .reference import (OracleIndexError, OracleZeroDivisionError, acc_dtype, is_float,  # noqa: F401
+                        np_dtype, oracle, reduce_step, split_op)
 
 
 def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, depth=None):

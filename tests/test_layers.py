@@ -1,0 +1,46 @@
+"""The package's layers point one way (read from the sources' import statements).
+
+ops/primitives.py (the public objects) is built on the kernel layer, the gradients, the
+graph rule and the backends; none of those, nor the extensions (row shards and scale-out),
+import it back. ms_scatter's __init__ is the one place that wires them together.
+"""
+import ast
+import os
+
+import pytest
+
+OPS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops")
+
+LOWER = ("_kernel.py", "_grad.py", "_graph.py", "_eager.py", "_lib.py", "_ascend.py", "distributed.py",
+         "testing.py", "_docs.py")
+
+
+def _imports(path):
+    """The ms_scatter modules a source file imports (relative imports, by module name)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            else:
+                names.update(alias.name for alias in node.names)
+    return names
+
+
+@pytest.mark.parametrize("module", LOWER)
+def test_lower_layers_never_import_the_primitives(module):
+    assert "primitives" not in _imports(os.path.join(OPS, module)), module
+
+
+def test_production_code_never_imports_test_helpers():
+    """ms_scatter.testing (the oracle, the direct kernel caller) is for tests and benchmarks."""
+    for name in sorted(os.listdir(OPS)):
+        if name.endswith(".py") and name != "testing.py":
+            assert "testing" not in _imports(os.path.join(OPS, name)), name
+
+
+def test_the_rule_sees_a_real_import():
+    """The reader finds the imports that exist (so an empty set above means something)."""
+    assert {"_kernel", "_grad", "_graph", "infer"} <= _imports(os.path.join(OPS, "primitives.py"))
+    assert "_kernel" in _imports(os.path.join(OPS, "distributed.py"))
