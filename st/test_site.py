@@ -185,3 +185,29 @@ def test_call_paths_figure_is_rendered_from_its_source():
     lines = {" ".join(line.replace('\\"', '"').split()) for label in labels for line in label.split("\\n")}
     lines.discard("")
     assert len(lines) > 30 and lines - texts == set(), "run python docs/figures/make_figures.py"
+
+
+# ------------------------------------------------------------------ release identity
+
+def test_version_has_one_source():
+    """ms_scatter.__version__ is ops/_version.py's, and the installed metadata says the same."""
+    from importlib import metadata
+    text = open(os.path.join(REPO, "ops", "_version.py"), encoding="utf-8").read()
+    (source,) = re.findall(r'^__version__ = "([^"]+)"$', text, re.M)
+    assert ms_scatter.__version__ == source == metadata.version("ms-scatter")
+    setup = open(os.path.join(REPO, "setup.py"), encoding="utf-8").read()
+    assert "version=version()" in setup and source not in setup  # no second copy of the number
+    changelog = open(os.path.join(REPO, "CHANGELOG.md"), encoding="utf-8").read()
+    assert re.search(rf"^## {re.escape(source)}\b", changelog, re.M), "CHANGELOG.md has no entry for " + source
+
+
+def test_license_is_apache_2():
+    from importlib import metadata
+    text = open(os.path.join(REPO, "LICENSE"), encoding="utf-8").read()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"] and "END OF TERMS AND CONDITIONS" in text
+    meta = metadata.metadata("ms-scatter")
+    assert (meta.get("License-Expression") or meta.get("License")) == "Apache-2.0"
+    classifiers = meta.get_all("Classifier")
+    for c in ("License :: OSI Approved :: Apache Software License", "Operating System :: POSIX :: Linux",
+              "Programming Language :: Python :: 3.9", "Programming Language :: Python :: 3.11"):
+        assert c in classifiers, c
