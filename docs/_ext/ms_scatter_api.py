@@ -1,5 +1,6 @@
-"""Sphinx extension: the API pages of the 42 callables, generated at each build from the one
-table (ms_scatter.infer.FAMILIES x ms_scatter.infer.REDUCTIONS) into docs/api/ops/.
+"""Sphinx extension: the API pages of the 42 callables (and the list of the 21 row-shard functions of
+ms_scatter.distributed), generated at each build from the one table (ms_scatter.infer.FAMILIES x
+ms_scatter.infer.REDUCTIONS) into docs/api/ops/.
 
 Each page renders the callable's generated docstring (ops/_docs.py) with autodoc; the index
 page is the family's table, as MindSpore's operator list is: primitive, function, the
@@ -9,6 +10,7 @@ import os
 
 from ms_scatter import infer
 
+SHARD_INCLUDE = "shard_functions.inc"  # included by api/distributed.md (not a page: no .rst suffix)
 OUT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api", "ops")
 
 # What each family indexes and whether it writes its input (the headings of the table page).
@@ -79,6 +81,14 @@ def index_page():
     return "\n".join(lines)
 
 
+def shard_functions_include():
+    """The 21 row-shard functions of ms_scatter.distributed (one per operator), for api/distributed.md."""
+    lines = [".. currentmodule:: ms_scatter.distributed", ""]
+    for _, _, op, fn in operators():
+        lines += [f".. autofunction:: shard_{fn}", ""]
+    return "\n".join(lines)
+
+
 def _write(path, text):
     """Writes only what changed, so that an unchanged page is not rebuilt."""
     if os.path.exists(path) and open(path, encoding="utf-8").read() == text:
@@ -95,7 +105,8 @@ def generate(out_dir=OUT_DIR):
         pages[fn] = callable_page(fn, "function", op)
     for name, text in pages.items():
         _write(os.path.join(out_dir, name + ".rst"), text)
-    for stale in set(os.listdir(out_dir)) - {name + ".rst" for name in pages}:
+    _write(os.path.join(out_dir, SHARD_INCLUDE), shard_functions_include())
+    for stale in set(os.listdir(out_dir)) - {name + ".rst" for name in pages} - {SHARD_INCLUDE}:
         os.remove(os.path.join(out_dir, stale))  # a page of a callable no longer in the table
     return sorted(pages)
 
