@@ -213,3 +213,12 @@ def test_license_is_apache_2():
     for c in ("License :: OSI Approved :: Apache Software License", "Operating System :: POSIX :: Linux",
               "Programming Language :: Python :: 3.9", "Programming Language :: Python :: 3.11"):
         assert c in classifiers, c
+
+
+def test_readme_links_point_at_files():
+    """The front page's links into the docs (read as Markdown where the site is not built) exist."""
+    text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)#\s]+(?:#[^)\s]*)?)\)", text) if "://" not in t]
+    assert len(targets) >= 15
+    for target in targets:
+        assert os.path.exists(os.path.join(REPO, target)), target
