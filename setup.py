@@ -23,12 +23,24 @@ Build switches (environment variables at install time):
 """
 import importlib.util
 import os
+import re
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CPU_LIBRARY = "ms_scatter.kernels.libms_scatter_cpu"
+
+
+def version():
+    """The version in ops/_version.py, the one source (ms_scatter.__version__ imports it)."""
+    text = open(os.path.join(HERE, "ops", "_version.py"), encoding="utf-8").read()
+    return re.search(r'^__version__ = "([^"]+)"$', text, re.M).group(1)
+
+
+# What `sphinx-build -W docs` needs (the docs extra; the test extra too, so that the README's test
+# command builds the site): versions that run on Python 3.9-3.11.
+DOCS_REQUIRES = ["sphinx==7.4.7", "myst-parser==3.0.1", "furo==2024.8.6"]
 
 
 def cpu_flags():
@@ -104,10 +116,25 @@ class BuildKernels(build_ext):
 
 setup(
     name="ms-scatter",
-    version="0.1.0",
+    version=version(),
     description="MindSpore scatter operators (ScatterAdd ... TensorScatterUpdate) as a Custom-op plugin",
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    classifiers=[
+        "Development Status :: 4 - Beta",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "License :: OSI Approved :: Apache Software License",
+        "Operating System :: POSIX :: Linux",
+        "Programming Language :: C++",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
     python_requires=">=3.9",
     packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
@@ -126,7 +153,8 @@ setup(
     cmdclass={"build_ext": BuildKernels},
     install_requires=["mindspore==2.10.0", "numpy<2"],
     extras_require={
-        "test": ["pytest", "hypothesis"],
+        "test": ["pytest", "hypothesis"] + DOCS_REQUIRES,
+        "docs": DOCS_REQUIRES,
         "bench": ["matplotlib", "torch==2.13.0", "jax[cpu]==0.7.1"],  # torch 2.13 CPU wheel; jax 0.7 works with numpy<2
     },
     zip_safe=False,

@@ -5,9 +5,10 @@
     out = ms_scatter.scatter_add(param, indices, updates)
     y = ms_scatter.tensor_scatter_max(x, indices, updates)
 
-See README.md for the policies and what each call path costs.
+The documentation (docs/, built with Sphinx) tells the policies and what each call path costs.
 """
 from . import infer
+from .infer import ScatterTypeError
 from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
                    get_num_threads, set_num_threads, thread_choices, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
@@ -17,12 +18,12 @@ from ._lib import call_counts
 from ._patch import patched, unpatch
 from . import distributed  # scale-out: replicated and row-sharded tables, ms_scatter.distributed
 
-__version__ = "0.1.0"
+from ._version import __version__
 
 distributed.install(FUNCTIONS)
 globals().update(PRIMITIVES)
 globals().update(FUNCTIONS)
 
 __all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
-    "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
+    "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
     "set_num_threads", "get_num_threads", "thread_choices", "call_counts", "patch", "unpatch", "patched"]

@@ -374,7 +374,8 @@ def _doc(family, reduction, primitive):
     out += _section("Supported Platforms", [
         "``CPU`` ``GPU`` ``Ascend``", "",
         *_hang("CPU: ms_scatter's C++ kernels. GPU: its CUDA kernels, compiled but not yet run on a GPU. Ascend: "
-               "its AKG hybrid kernels, run on CPU only, never on an Ascend chip (see the README).", "")])
+               "its Ascend C kernels (a CANN custom-op package): never on an Ascend chip, never compiled by CANN; "
+               "their engine and the Python path run on the CPU (see Backends in the documentation).", "")])
     see = (f"The functional form is :func:`ms_scatter.{fname}`." if primitive else
            f"The primitive is :class:`ms_scatter.{op}`.")
     out += _hang(see + f" Under ``ms_scatter.patch()``, ``mindspore.ops.{op if primitive else fname}`` "

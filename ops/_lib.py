@@ -227,7 +227,7 @@ def host_call(entry, arrays):
 def call_counts(target=None):
     """{entry point: launches so far} of this library's kernels (e.g. ``ScatterAdd_token``,
     ``TensorScatterMax``), counted by the kernel itself in every mode, GRAPH included.
-    (The hybrid kernels of the Ascend path are not counted.)"""
+    (The Ascend C kernels of the Ascend path are not counted.)"""
     lib = _handle(library_path(target))
     fn = lib.ms_scatter_call_counts
     fn.restype = ctypes.c_int

@@ -421,7 +421,7 @@ def test_registration_matches_op_host():
 
 
 def test_cann_versions_are_mindsporess():
-    """The CANN versions the missing-package error and the README name are those of the
+    """The CANN versions the missing-package error and the docs' Backends page name are those of the
     installed MindSpore's own check (run_check/_check_version.py, AscendEnvChecker)."""
     path = os.path.join(os.path.dirname(ms.__file__), "run_check", "_check_version.py")
     text = open(path).read()
@@ -429,8 +429,8 @@ def test_cann_versions_are_mindsporess():
     versions = tuple(re.search(r"self\.version = \[([^\]]*)\]", block).group(1).replace('"', "").replace(" ", "")
                      .split(","))
     assert versions == _ascend.CANN_VERSIONS
-    readme = open(os.path.join(REPO, "README.md")).read()
-    assert "CANN " + ", ".join(versions) in readme
+    backends = open(os.path.join(REPO, "docs", "guide", "backends.md")).read()
+    assert "CANN " + ", ".join(versions) in backends
 
 
 def test_check_script_runs_emulated(tmp_path):

@@ -411,7 +411,7 @@ def test_float64_parameter_output_rounded_by_mindspore(mode):
     simplified to p; under vmap, the in-place function's Depend(p, token)) is copied out
     by a TensorMove that has no float64 CPU kernel, so the backend wraps it in casts to
     float32 and back. The Parameter itself is exact. If this fails, MindSpore fixed it:
-    drop the special case in test_vmap_matches_loop and the README note."""
+    drop the special case in test_vmap_matches_loop and the note in docs/guide/vmap.md."""
     x = np.random.default_rng(_seed("f64")).standard_normal((3, 4))
     out = _TimesOne(x.copy())().asnumpy()
     assert out.dtype == np.float64

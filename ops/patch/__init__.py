@@ -1,5 +1,5 @@
 """``ms_scatter.patch``: call it to run MindSpore's scatter entry points on ms_scatter;
-``python -m ms_scatter.patch SCRIPT|-m MODULE [ARGS...]`` runs a program that way.
+``python -m ms_scatter.patch SCRIPT|-m MODULE [ARGS...]`` runs a program that way::
 
     import ms_scatter
     ms_scatter.patch()            # from here on, MindSpore's scatter ops are ms_scatter's
