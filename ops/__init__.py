@@ -7,23 +7,63 @@
 
 The documentation (docs/, built with Sphinx) tells the policies and what each call path costs.
 """
-from . import infer
-from .infer import ScatterTypeError
-from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
-                   get_num_threads, set_num_threads, thread_choices, CPU_LIBRARY, GPU_LIBRARY)
-from .primitives import FUNCTIONS, PRIMITIVES
-from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
-from . import patch  # noqa: F401  (a callable module: ms_scatter.patch() and python -m ms_scatter.patch)
-from ._lib import call_counts
-from ._patch import patched, unpatch
-from . import distributed  # scale-out: replicated and row-sharded tables, ms_scatter.distributed
+import sys
 
 from ._version import __version__
 
-distributed.install(FUNCTIONS)
-globals().update(PRIMITIVES)
-globals().update(FUNCTIONS)
+# Python sets sys.argv[0] to "-m" while it locates the module of ``python -m``: this package
+# is then being imported as the parent of ``python -m ms_scatter.patch`` (or of another of
+# its runnable modules). Its contents, MindSpore among them, are then imported at their
+# first use, so that the launcher imports MindSpore no earlier than the program it runs
+# would (a program may set GLOG_v, or another variable MindSpore reads at import, before
+# its own ``import mindspore``). Any other import loads them now.
+DEFERRED = sys.argv[:1] == ["-m"]
+_LOADED = []  # [] before load(), ["loading"] during, ["loaded"] after
+_AFTER_LOAD = []
 
-__all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
-    "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
-    "set_num_threads", "get_num_threads", "thread_choices", "call_counts", "patch", "unpatch", "patched"]
+
+def after_load(callback):
+    """Run `callback()` once the package's contents are imported (now, if they are)."""
+    if _LOADED == ["loaded"]:
+        callback()
+    else:
+        _AFTER_LOAD.append(callback)
+
+
+def load():
+    """Import the package's contents (once)."""
+    if _LOADED:
+        return
+    _LOADED.append("loading")
+    # pylint: disable=import-outside-toplevel
+    from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
+    from . import distributed, infer, patch  # noqa: F401  (patch: a callable module, python -m ms_scatter.patch)
+    from ._lib import (CPU_LIBRARY, GPU_LIBRARY, ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError,
+                       call_counts, get_num_threads, last_error, set_num_threads, thread_choices)
+    from ._patch import patched, unpatch
+    from .infer import ScatterTypeError
+    from .primitives import FUNCTIONS, PRIMITIVES
+
+    distributed.install(FUNCTIONS)  # Replicated's methods (distributed.py does not import primitives.py)
+    names = dict(locals())
+    names.update(PRIMITIVES)
+    names.update(FUNCTIONS)
+    globals().update(names)
+    globals()["__all__"] = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
+        "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
+        "set_num_threads", "get_num_threads", "thread_choices", "call_counts", "patch", "unpatch", "patched"]
+    _LOADED[:] = ["loaded"]
+    while _AFTER_LOAD:
+        _AFTER_LOAD.pop(0)()
+
+
+def __getattr__(name):
+    if not _LOADED:
+        load()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module 'ms_scatter' has no attribute '{name}'")
+
+
+if not DEFERRED:
+    load()

@@ -350,3 +350,51 @@ def test_patch_is_a_callable_module_and_a_launcher(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "ms_scatter.patch"], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode != 0 and "usage" in proc.stderr.lower()
+
+
+LAUNCHED = """import os, sys
+assert "mindspore" not in sys.modules, "MindSpore was imported before the program's first line"
+os.environ["GLOG_v"] = "3"  # read by MindSpore at import: errors only
+{first}
+import numpy as np
+import mindspore as ms
+from mindspore import Parameter, Tensor, nn, ops
+import ms_scatter
+ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU")  # logs a deprecation WARNING at GLOG_v=2
+
+
+class Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.add = ops.ScatterAdd()
+        self.p = Parameter(Tensor(np.zeros((3, 2), np.float32)), name="p")
+
+    def construct(self, i, u):
+        return self.add(self.p, i, u)
+
+
+net = Net()
+net(Tensor(np.array([0, 2], np.int32)), Tensor(np.ones((2, 2), np.float32)))
+print("PATCHED", ops.ScatterAdd is ms_scatter.ScatterAdd, net.p.asnumpy().sum(), ms_scatter.call_counts()["ScatterAdd_token"])
+"""
+
+
+@pytest.mark.parametrize("first", ["", "import ms_scatter"])
+def test_launcher_imports_mindspore_when_the_program_does(tmp_path, first):
+    """A variable the program sets before its own import of MindSpore reaches MindSpore (here
+    GLOG_v=3 hides MindSpore's warnings), and the patch is in place from that import on,
+    whether the program imports MindSpore or ms_scatter first."""
+    (tmp_path / "prog.py").write_text(LAUNCHED.format(first=first))
+    env = dict(os.environ, MS_SCATTER_QUIET="1")
+    env.pop("GLOG_v", None)
+    proc = subprocess.run([sys.executable, "-m", "ms_scatter.patch", "--report", "prog.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "PATCHED True 4.0 1" in proc.stdout, proc.stdout
+    assert "[WARNING]" not in proc.stderr, proc.stderr[-3000:]
+    assert "replaced" in proc.stderr or "sites" in proc.stderr, proc.stderr[-3000:]  # the report
+    # without GLOG_v in the program, the same warning shows: the check above can fail
+    (tmp_path / "prog.py").write_text(LAUNCHED.format(first=first).replace('os.environ["GLOG_v"] = "3"', "pass"))
+    proc = subprocess.run([sys.executable, "-m", "ms_scatter.patch", "prog.py"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0 and "[WARNING]" in proc.stderr, proc.stderr[-3000:]

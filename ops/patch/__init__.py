@@ -13,12 +13,23 @@ the name is both the function and the runnable module. See ``ms_scatter._patch``
 import sys
 import types
 
-from .._patch import Handle, current, discover, is_patched, patch, patched, unpatch  # noqa: F401
+_NAMES = ("Handle", "current", "discover", "is_patched", "patch", "patched", "unpatch")
+
+
+def _patch_module():
+    from .. import _patch  # pylint: disable=import-outside-toplevel  (imports MindSpore)
+    return _patch
 
 
 class _CallableModule(types.ModuleType):
     def __call__(self):
-        return patch()
+        return _patch_module().patch()
+
+    def __getattr__(self, name):
+        # ms_scatter._patch (and MindSpore with it) is imported at first use: see ms_scatter.DEFERRED
+        if name in _NAMES:
+            return getattr(_patch_module(), name)
+        raise AttributeError(f"module 'ms_scatter.patch' has no attribute '{name}'")
 
 
 sys.modules[__name__].__class__ = _CallableModule
