@@ -10,9 +10,6 @@
 //   Scatter<Op>_return / ScatterNd<Op>_return  in place, plus a copy of the result
 //   TensorScatter<Op>                          out of place (input_x untouched)
 #include <algorithm>
-#if defined(__F16C__) && defined(__AVX__)
-#include <immintrin.h>
-#endif
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +23,7 @@
 #include "ms_scatter/dtypes.h"
 #include "ms_scatter/plan.h"
 #include "ms_scatter/reducer.h"
+#include "row_ops.h"
 #include "thread_pool.h"
 #include "thread_rule.h"
 
@@ -72,7 +70,8 @@ class Scratch {
         if (p) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
 #endif
       } else {
-        p = std::malloc(bytes);
+        bytes = (bytes + 63) & ~size_t(63);  // rows of the float mirror start on a cache line
+        p = std::aligned_alloc(64, bytes);
       }
       if (!p) throw std::bad_alloc();
       data_ = static_cast<T *>(p);
@@ -215,13 +214,16 @@ inline void partition(const int64_t *off, const int64_t *pos, int64_t n, int64_t
     for (int c = 0; c < threads; ++c) fill_fn(c);
 }
 
+// Prefetches the cache lines a row occupies (from its address: a row of 256 bytes that
+// starts 16 bytes into a line spans 5 lines), at most 8.
 template <typename T>
 inline void prefetch_row(const T *row, int64_t slice, int rw = 0) {
-  const char *p = reinterpret_cast<const char *>(row);
-  const int64_t lines = std::min<int64_t>((slice * static_cast<int64_t>(sizeof(T)) + 63) / 64, 8);
-  for (int64_t l = 0; l < lines; ++l) {
-    if (rw) __builtin_prefetch(p + 64 * l, 1);
-    else __builtin_prefetch(p + 64 * l, 0);
+  const uintptr_t first = reinterpret_cast<uintptr_t>(row) & ~uintptr_t(63);
+  const uintptr_t last = (reinterpret_cast<uintptr_t>(row + slice) - 1) & ~uintptr_t(63);
+  const uintptr_t end = std::min(last, first + 7 * 64);
+  for (uintptr_t l = first; l <= end; l += 64) {
+    if (rw) __builtin_prefetch(reinterpret_cast<const void *>(l), 1);
+    else __builtin_prefetch(reinterpret_cast<const void *>(l), 0);
   }
 }
 
@@ -229,44 +231,14 @@ inline void prefetch_row(const T *row, int64_t slice, int rw = 0) {
 // slice at a time, prefetching destinations a few updates ahead.
 template <typename T, typename Op>
 void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
-  using R = Reducer<T, Op>;
   // Measured on 1e6 x 64 float32, 1e6 random rows: 4 ahead 32.5 ms, 8 27.5, 16 24.8, 32 24.4.
   constexpr int64_t kAhead = 16;
   for (int64_t q = 0; q < m; ++q) {
     const int64_t k = pos ? pos[q] : q;
     if (q + kAhead < m) prefetch_row(dst + off[pos ? pos[q + kAhead] : q + kAhead], slice, 1);
-    T *__restrict d = dst + off[k];
-    const T *__restrict u = upd + k * slice;
-    for (int64_t j = 0; j < slice; ++j) d[j] = R::update(d[j], u[j]);
+    rows::direct<T, Op>(dst + off[k], upd + k * slice, slice);
   }
 }
-
-// Row conversions between a storage type and its accumulator (F16C: 8 lanes at a time).
-template <typename T>
-inline void load_row(const T *src, typename AccOf<T>::type *dst, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = to_acc<T>(src[j]);
-}
-template <typename T>
-inline void store_row(const typename AccOf<T>::type *src, T *dst, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) dst[j] = from_acc<T>(src[j]);
-}
-#if defined(__F16C__) && defined(__AVX__)
-template <>
-inline void load_row<half_t>(const half_t *src, float *dst, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + j))));
-  for (; j < n; ++j) dst[j] = half_to_float(src[j]);
-}
-template <>
-inline void store_row<half_t>(const float *src, half_t *dst, int64_t n) {
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  for (; j < n; ++j) dst[j] = float_to_half(src[j]);
-}
-#endif
 
 // The slice (row) of an element offset, a multiple of slice: a shift when slice is a
 // power of two (a 64-bit division costs more than the row's update).
@@ -278,60 +250,93 @@ struct SliceRow {
   int shift;
 };
 
+// Half precision on sorted offsets (a stream): each run of updates onto one destination
+// slice is accumulated in float registers and rounded once (rows::run_into); a slice with
+// one update is one rounded step. No buffer, no sort.
+template <typename T, typename Op>
+void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
+  using A = typename Reducer<T, Op>::acc_t;
+  thread_local Scratch<A> scratch_buf;  // only where the build has no AVX-512 (rows::run_into)
+  A *scratch = scratch_buf.get(static_cast<size_t>(slice));
+  auto at = [pos](int64_t q) { return pos ? pos[q] : q; };
+  constexpr int64_t kAhead = 16;
+  for (int64_t q = 0; q < m;) {
+    const int64_t o = off[at(q)];
+    int64_t e = q + 1;
+    while (e < m && off[at(e)] == o) ++e;
+    if (e + kAhead < m) prefetch_row(dst + off[at(e + kAhead)], slice, 1);
+    if (e - q == 1)
+      rows::direct<T, Op>(dst + o, upd + at(q) * slice, slice);
+    else
+      rows::run_into<T, Op>(dst + o, upd, at, q, e - q, slice, scratch);
+    q = e;
+  }
+}
+
 // Half precision, destinations spanning at most kMirrorBytes of accumulators: a float
-// mirror of the span, each slice loaded on its first update, the updates applied in
-// index order as apply_direct does, and each touched slice rounded once at the end.
-// No sort; the buffers stay with the calling thread (the touch flags all-zero between
-// calls). Measured on 16384 x 64 float16, 16384 random rows: 0.45 -> 0.35 ms against
-// the blocked counting sort below.
+// mirror of the span. Four passes, none with a data-dependent branch: the distinct
+// slices in first-touch order, each widened into the mirror, the updates applied in
+// index order (widened in registers), each touched slice rounded once back into input_x.
+// The buffers stay with the calling thread (the touch flags all-zero between calls).
 constexpr int64_t kMirrorBytes = int64_t(16) << 20;
 
 template <typename T, typename Op>
 void apply_mirror(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
                   int64_t lo, int64_t span) {
-  using R = Reducer<T, Op>;
-  using A = typename R::acc_t;
-  thread_local Scratch<A> mirror_buf, val_buf;
+  using A = typename Reducer<T, Op>::acc_t;
+  thread_local Scratch<A> mirror_buf;
+  thread_local Scratch<uint32_t> rows_buf;
   thread_local std::vector<unsigned char> touched_buf;  // all zero between calls
   if (touched_buf.size() < static_cast<size_t>(span)) touched_buf.resize(static_cast<size_t>(span));
   A *mirror = mirror_buf.get(static_cast<size_t>(span * slice));
+  uint32_t *list = rows_buf.get(static_cast<size_t>(m));  // span <= kMirrorBytes / 4 rows: fits 32 bits
   unsigned char *touched = touched_buf.data();
-  A *__restrict val = val_buf.get(static_cast<size_t>(slice));
   const SliceRow row_of(slice);
-  constexpr int64_t kAhead = 16;
+  auto at = [pos](int64_t q) { return pos ? pos[q] : q; };
+  int64_t nt = 0;
   for (int64_t q = 0; q < m; ++q) {
-    const int64_t k = pos ? pos[q] : q;
-    if (q + kAhead < m) {
-      const int64_t ahead = off[pos ? pos[q + kAhead] : q + kAhead];
-      prefetch_row(mirror + (ahead - lo), slice, 1);
-      prefetch_row(dst + ahead, slice);  // read on the slice's first update
-    }
-    const int64_t e = off[k] - lo;
-    const int64_t r = row_of(e);
-    A *__restrict a = mirror + e;
-    if (!touched[r]) {
-      load_row(dst + off[k], a, slice);
-      touched[r] = 1;
-    }
-    load_row(upd + k * slice, val, slice);
-    for (int64_t j = 0; j < slice; ++j) a[j] = R::update(a[j], val[j]);
+    const int64_t r = row_of(off[at(q)] - lo);
+    list[nt] = static_cast<uint32_t>(r);
+    nt += touched[r] ^ 1;
+    touched[r] = 1;
   }
-  for (int64_t r = 0; r < span; ++r) {
-    if (!touched[r]) continue;
-    store_row(mirror + r * slice, dst + lo + r * slice, slice);
+  T *base = dst + lo;
+  constexpr int64_t kAhead = 16;
+  for (int64_t t = 0; t < nt; ++t) {
+    if (t + kAhead < nt) prefetch_row(base + list[t + kAhead] * slice, slice);
+    const int64_t e = static_cast<int64_t>(list[t]) * slice;
+    rows::widen_row<T>(base + e, mirror + e, slice);
+  }
+  for (int64_t q = 0; q < m; ++q) {
+    const int64_t k = at(q);
+    if (q + kAhead < m) {
+      prefetch_row(mirror + (off[at(q + kAhead)] - lo), slice, 1);
+      if (pos) prefetch_row(upd + at(q + kAhead) * slice, slice);
+    }
+    rows::accumulate<T, Op>(mirror + (off[k] - lo), upd + k * slice, slice);
+  }
+  for (int64_t t = 0; t < nt; ++t) {
+    if (t + kAhead < nt) prefetch_row(base + list[t + kAhead] * slice, slice, 1);
+    const int64_t r = list[t];
+    rows::narrow_row<T>(mirror + r * slice, base + r * slice, slice);
     touched[r] = 0;
   }
 }
 
 // Half precision: group positions pos[0..m) by destination (keeping index order inside
 // a group), accumulate each destination slice in float and round once. [lo, hi]: the
-// extreme offsets when the caller knows them (lo < 0: not known).
+// extreme offsets when the caller knows them (lo < 0: not known); sorted: the offsets
+// are non-decreasing.
 template <typename T, typename Op>
 void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
-                   int64_t lo, int64_t hi) {
+                   int64_t lo, int64_t hi, bool sorted) {
   using R = Reducer<T, Op>;
   using A = typename R::acc_t;
   if (m == 0 || slice == 0) return;
+  if (sorted) {
+    apply_runs<T, Op>(dst, upd, off, pos, m, slice);
+    return;
+  }
   if (lo < 0) {
     lo = hi = off[pos ? pos[0] : 0];
     for (int64_t q = 1; q < m; ++q) {
@@ -347,8 +352,6 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     return;
   }
   auto position = [pos](int64_t q) { return pos ? pos[q] : q; };
-  thread_local Scratch<A> val_buf;
-  A *__restrict val = val_buf.get(static_cast<size_t>(slice));
   if (dense && static_cast<uint64_t>(slice) <= UINT32_MAX) {
     // Dense: counting-sort the positions (stably) into destination blocks whose float
     // accumulators fit in L2, then take each block's updates in index order.
@@ -365,7 +368,7 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     // block (< rows * slice, which is at most max(kBlockBytes / sizeof(A), slice) < 2^32)
     thread_local Scratch<int64_t> sorted_buf;
     thread_local Scratch<uint32_t> local_buf;
-    int64_t *sorted = sorted_buf.get(static_cast<size_t>(m));
+    int64_t *order = sorted_buf.get(static_cast<size_t>(m));
     uint32_t *local = local_buf.get(static_cast<size_t>(m));
     {
       std::vector<int64_t> fill(start.begin(), start.end() - 1);
@@ -374,13 +377,13 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
         const int64_t e = off[k] - lo;
         const int64_t b = e / slice / rows;
         const int64_t at = fill[b]++;
-        sorted[at] = k;
+        order[at] = k;
         local[at] = static_cast<uint32_t>(e - b * rows * slice);
       }
     }
-    std::vector<A> acc_buf(static_cast<size_t>(rows * slice));
+    thread_local Scratch<A> acc_scratch;
+    A *__restrict acc = acc_scratch.get(static_cast<size_t>(rows * slice));
     std::vector<unsigned char> touched(static_cast<size_t>(rows));
-    A *__restrict acc = acc_buf.data();
     const SliceRow row_of(slice);
     constexpr int64_t kAhead = 16;
     for (int64_t b = 0; b < blocks; ++b) {
@@ -390,28 +393,27 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
       // A block with updates for at least half of its slices is loaded whole (a stream);
       // a sparser one loads each slice on its first update (random reads, prefetched).
       const bool whole = 2 * (start[b + 1] - start[b]) >= block_rows;
-      if (whole) load_row(dst + base, acc, block_rows * slice);
+      if (whole) rows::widen_row<T>(dst + base, acc, block_rows * slice);
       std::fill(touched.begin(), touched.end(), 0);
       for (int64_t q = start[b]; q < start[b + 1]; ++q) {
-        const int64_t k = sorted[q];
+        const int64_t k = order[q];
         if (q + kAhead < m) {
-          if (q + 2 * kAhead < m) prefetch_row(upd + sorted[q + 2 * kAhead] * slice, slice);
+          if (q + 2 * kAhead < m) prefetch_row(upd + order[q + 2 * kAhead] * slice, slice);
           if (!whole) prefetch_row(dst + base + local[q + kAhead], slice);
         }
         const int64_t e = local[q];
         const int64_t r = row_of(e);
         A *a = acc + e;
         if (!touched[r]) {
-          if (!whole) load_row(dst + base + e, a, slice);
+          if (!whole) rows::widen_row<T>(dst + base + e, a, slice);
           touched[r] = 1;
         }
-        load_row(upd + k * slice, val, slice);
-        for (int64_t j = 0; j < slice; ++j) a[j] = R::update(a[j], val[j]);
+        rows::accumulate<T, Op>(a, upd + k * slice, slice);
       }
       // only touched slices are written back (a float round trip would quiet a
       // signalling NaN elsewhere)
       for (int64_t r = 0; r < block_rows; ++r)
-        if (touched[r]) store_row(acc + r * slice, dst + base + r * slice, slice);
+        if (touched[r]) rows::narrow_row<T>(acc + r * slice, dst + base + r * slice, slice);
     }
     return;
   }
@@ -424,23 +426,20 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   for (int64_t g = 0; g < m;) {
     const int64_t o = off[order[g]];
     T *d = dst + o;
-    load_row(d, acc, slice);
-    for (; g < m && off[order[g]] == o; ++g) {
-      load_row(upd + order[g] * slice, val, slice);
-      for (int64_t j = 0; j < slice; ++j) acc[j] = R::update(acc[j], val[j]);
-    }
-    store_row(acc, d, slice);
+    rows::widen_row<T>(d, acc, slice);
+    for (; g < m && off[order[g]] == o; ++g) rows::accumulate<T, Op>(acc, upd + order[g] * slice, slice);
+    rows::narrow_row<T>(acc, d, slice);
   }
 }
 
-// Positions pos[0..m) (0..m when pos is null); [lo, hi] as for apply_grouped.
+// Positions pos[0..m) (0..m when pos is null); [lo, hi] and sorted as for apply_grouped.
 template <typename T, typename Op>
 void apply(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
-           int64_t lo = -1, int64_t hi = -1) {
+           int64_t lo = -1, int64_t hi = -1, bool sorted = false) {
   if constexpr (std::is_same<typename Reducer<T, Op>::acc_t, T>::value)
     apply_direct<T, Op>(dst, upd, off, pos, m, slice);
   else
-    apply_grouped<T, Op>(dst, upd, off, pos, m, slice, lo, hi);
+    apply_grouped<T, Op>(dst, upd, off, pos, m, slice, lo, hi, sorted);
 }
 
 // Applies positions pos[0..n) (all p.n positions when pos is null: a row shard passes the
@@ -472,9 +471,9 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
       if (m <= 0) return;
       const int64_t lo = off[at(cut[t])], hi = off[at(cut[t + 1] - 1)];
       if (pos)
-        apply<T, Op>(dst, upd, off, pos + cut[t], m, p.slice, lo, hi);
+        apply<T, Op>(dst, upd, off, pos + cut[t], m, p.slice, lo, hi, true);
       else
-        apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, lo, hi);
+        apply<T, Op>(dst, upd + cut[t] * p.slice, off + cut[t], nullptr, m, p.slice, lo, hi, true);
     };
     done = ThreadPool::instance().run(threads, fn);
   } else if (threads > 1) {
@@ -485,7 +484,7 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
     };
     done = ThreadPool::instance().run(threads, fn);
   }
-  if (!done) apply<T, Op>(dst, upd, off, pos, n, p.slice, min_off, max_off);
+  if (!done) apply<T, Op>(dst, upd, off, pos, n, p.slice, min_off, max_off, sorted);
   if (done || threads == 1) timer.ran();  // (not when a busy pool made a multi-thread pick run serially)
 }
 
