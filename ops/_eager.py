@@ -19,7 +19,6 @@ everything else (GPU, graphs, vmap, a TensorScatter while a gradient is recorded
 MindSpore's launch.
 """
 import ctypes
-import math
 
 import numpy as np
 from mindspore.graph.api import _pynative_executor
@@ -39,18 +38,6 @@ def _byte_view(tensor):
     span = (sum((d - 1) * s for d, s in zip(shape, strides)) + 1) * item
     buf = (ctypes.c_char * span).from_address(tensor.data_ptr())
     return np.ndarray(shape, f"u{item}", buffer=buf, strides=tuple(s * item for s in strides))
-
-
-def aligned_empty(shape, dtype, align=64):
-    """An uninitialised C-contiguous numpy array whose data starts on an `align`-byte
-    boundary (numpy's and MindSpore's CPU memory is 16-byte aligned: rows of 256 bytes then
-    straddle 5 cache lines instead of 4, and the same kernel ran 10-15% slower on them)."""
-    dtype = np.dtype(dtype)
-    shape = tuple(shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    raw = np.empty(nbytes + align, np.uint8)
-    start = (-raw.ctypes.data) % align
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 def numpy_dtype(name):
@@ -140,4 +127,4 @@ class DirectCall:
         return rc
 
 
-__all__ = ["DirectCall", "BAD_ARGUMENTS", "aligned_empty"]
+__all__ = ["DirectCall", "BAD_ARGUMENTS"]

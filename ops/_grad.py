@@ -326,7 +326,23 @@ class InPlaceCall(nn.Cell):
             raise
 
     def construct(self, x, indices, updates, saved):
-        return self.result(x, self.kernel(x, indices, updates))
+        return self._updated(x, indices, updates, self.kernel(x, indices, updates))
+
+    def _updated(self, x, indices, updates, token):
+        """input_x after the kernel, as a value: reshaped to its own shape (no copy: a nop in
+        MindSpore's static CPU graphs). MindSpore 2.10 gives a custom-bprop Cell that returns
+        its Parameter input, called twice in one graph with two Parameters of one shape, the
+        first Parameter as the second call's result (two calls of scatter_add in a Cell;
+        nn.Adam's sparse path under the patch read one moment for the other and went to NaN at
+        its second step); the reshape's output is no Parameter. Where MindSpore mishandles the reshape the result stays the Parameter itself (and keeps
+        that MindSpore fault): float64 (MindSpore rounds a float64 Parameter it reshapes to
+        float32 values), bfloat16 (it copies a reshaped bfloat16 Parameter argument of a jit
+        function, with no bfloat16 copy kernel) and dynamic-shape graphs (the same copy)."""
+        y = self.result(x, token)
+        if x.dtype not in (mstype.float64, mstype.bfloat16) and \
+                not shape_unknown(ops.shape(x), ops.shape(indices), ops.shape(updates)):
+            return ops.reshape(y, ops.shape(x))
+        return y
 
     def bprop(self, x, indices, updates, saved, out, dout):
         dx, du = self._gradients(x, indices, updates, saved, out, dout, None)
@@ -359,7 +375,7 @@ class ShardInPlaceCall(InPlaceCall):
         return self._recorded(x, indices, updates, shard, saved)
 
     def construct(self, x, indices, updates, shard, saved):  # pylint: disable=arguments-differ
-        return self.result(x, self.kernel(x, indices, updates, shard))
+        return self._updated(x, indices, updates, self.kernel(x, indices, updates, shard))
 
     def bprop(self, x, indices, updates, shard, saved, out, dout):  # pylint: disable=arguments-differ
         dx, du = self._gradients(x, indices, updates, saved, out, dout, shard)

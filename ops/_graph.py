@@ -19,6 +19,11 @@ resolves when it parses the method (once per object and compile): an attribute s
 ``run_in_graphs_as``, or computed then (``FunctionPath`` chooses the Ascend or the aot
 path). No condition is left in the graph: MindSpore 2.10 fails to compile a condition around
 a custom-bprop Cell inside ``HyperMap`` ("The pointer[cnode_abs] is null").
+
+The kernels beneath (ops/_kernel.py), which only our own graph code calls, as attributes,
+keep the parser's jit_class rule instead: an ``__ms_class__`` object's instance attribute
+``__call__`` (as a graph of their own, inside our custom-bprop Cell, they failed PYNATIVE
+gradients under jit).
 """
 
 GRAPH_METHOD = "_ms_graph_method"
@@ -73,6 +78,7 @@ class FunctionPath(GraphMethod):
             return self._ascend(input_x, indices, updates)
         return self._aot(input_x, indices, updates)
 
+
 try:  # MindSpore's context of a jit(capture_mode="trace") (mindspore.graph.jit_context, 2.9+)
     from mindspore.graph.jit_context import jit_context as _jit_context
 except ImportError:  # pragma: no cover - older MindSpore
@@ -89,7 +95,7 @@ def trace_context():
     Such a function runs once in PYNATIVE while MindSpore records every op launched through
     its executor, then the recorded graph runs (that call, and every later one instead of the
     function). The PYNATIVE direct path launches nothing, so it is not taken then: the
-    kernels are recorded (ops/primitives.py)."""
+    kernels are recorded (ops/_kernel.py)."""
     context = _jit_context()
     if context is None or context.compiled:
         return None

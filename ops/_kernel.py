@@ -27,7 +27,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _eager, _grad, infer
-from ._eager import aligned_empty
+from ._memory import aligned_empty
 from ._graph import GraphMethod, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
                    raise_code, raise_kernel_error)

@@ -7,7 +7,7 @@ import ctypes
 import numpy as np
 
 from . import infer
-from ._eager import aligned_empty  # noqa: F401  (the benchmark's buffers)
+from ._memory import aligned_empty  # noqa: F401  (the benchmark's buffers)
 from .reference import (OracleIndexError, OracleZeroDivisionError, acc_dtype, is_float,  # noqa: F401
                         np_dtype, oracle, reduce_step, split_op)
 

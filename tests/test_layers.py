@@ -44,3 +44,17 @@ def test_the_rule_sees_a_real_import():
     """The reader finds the imports that exist (so an empty set above means something)."""
     assert {"_kernel", "_grad", "_graph", "infer"} <= _imports(os.path.join(OPS, "primitives.py"))
     assert "_kernel" in _imports(os.path.join(OPS, "distributed.py"))
+
+
+def test_test_helpers_import_no_mindspore():
+    """ms_scatter.testing runs without MindSpore (the sanitizer driver loads it so): it and
+    what it imports from the package import numpy and infer only."""
+    allowed = {"infer", "reference", "_memory"}
+    assert _imports(os.path.join(OPS, "testing.py")) <= allowed
+    for name in ("reference.py", "_memory.py", "testing.py"):
+        source = open(os.path.join(OPS, name), encoding="utf-8").read()
+        tops = [node for node in ast.parse(source).body if isinstance(node, (ast.Import, ast.ImportFrom))]
+        modules = {alias.name.split(".")[0] for node in tops if isinstance(node, ast.Import) for alias in node.names}
+        modules |= {node.module.split(".")[0] for node in tops if isinstance(node, ast.ImportFrom) and node.module
+                    and node.level == 0}
+        assert "mindspore" not in modules, name
