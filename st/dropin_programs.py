@@ -83,8 +83,9 @@ def train(name, steps=200, vocab=500, dim=16, batch=64, fields=4):
     ids = rng.integers(0, vocab, size=(steps, batch, fields)).astype(np.int32)
     labels = (rng.random((steps, batch)) < 0.3).astype(np.float32)
     losses = np.array([step(Tensor(ids[s]), Tensor(labels[s])).asnumpy() for s in range(steps)])
-    return {"losses": digest(losses), "table": digest(net.emb.embedding_table.value()),
-            "last_loss": float(losses[-1])}
+    table = net.emb.embedding_table.value().asnumpy()
+    return {"losses": digest(losses), "table": digest(table), "last_loss": float(losses[-1]),
+            "table_values": table.astype(np.float64).ravel()[:2000].tolist()}
 
 
 # ----------------------------------------------------------------- graph-mode setitem

@@ -3,8 +3,9 @@
 GRAPH mode (an nn.Cell; also @mindspore.jit): b sees the first update and not the
 second, c and p see both, and `a` used inside the graph (a * 1, taken before the second
 call) sees exactly the first. The value *returned* as `a` is, for the primitive and the
-function alike, the updated Parameter itself (Depend(x, token)), whose value when the
-graph ends is the final one (what MindSpore's own ops.scatter_add returns too).
+function alike, input_x's value after the first call (docs/guide/policies.md: a value, not
+the Parameter; MindSpore's own ops.scatter_add returns the Parameter, whose value when the
+graph ends is the final one).
 
 PYNATIVE: `a` shares the Parameter's memory, so it shows the final value; b, c and p
 are checked as above.
@@ -79,8 +80,8 @@ def test_program_order_in_graph(mode, op, kind):
     assert_same(b.asnumpy(), after1, "b = p * 1 between the calls")
     assert_same(c.asnumpy(), after2, "c")
     assert_same(param.asnumpy(), after2, "p afterwards")
-    # the returned `a`: the updated Parameter itself (see module doc)
-    assert_same(a.asnumpy(), after2, "a")
+    # the returned `a`: the value after the first call (see module doc)
+    assert_same(a.asnumpy(), after1, "a")
 
 
 @pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)

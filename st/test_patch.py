@@ -19,6 +19,7 @@ import sys
 import threading
 
 import mindspore as ms
+import numpy as np
 import pytest
 from mindspore import Tensor, ops
 
@@ -68,11 +69,22 @@ def _ran(calls, *entries):
 # ----------------------------------------------------------------- real programs
 
 def test_training_is_bit_identical_and_runs_on_our_kernels(runs):
+    """200 steps of each optimizer give the built-ins' losses and table bit for bit, but for
+    nn.Adam(use_nesterov=True): its sparse path keeps m through `m_temp = next_m * 10 ...
+    m = m_temp / 10`, counting on ScatterAdd's result being the Parameter, and its final
+    `assign(m, next_m)` then writes the rounded m_temp / 10; ours writes next_m, the value of
+    the call (docs/guide/policies.md). There the two runs agree to float32 rounding."""
     plain, patched = runs["plain"], runs["patched"]
     for name in OPTIMIZERS:
         case = f"train/{name}"
         assert isinstance(plain["results"][case], dict), plain["results"][case]
-        assert patched["results"][case] == plain["results"][case], case
+        if name == "adam_nesterov":
+            ours, theirs = patched["results"][case], plain["results"][case]
+            assert ours["table"] != theirs["table"] or ours == theirs  # (bit-identical would be fine too)
+            np.testing.assert_allclose(ours["table_values"], theirs["table_values"], rtol=1e-4, atol=1e-6)
+            np.testing.assert_allclose(ours["last_loss"], theirs["last_loss"], rtol=1e-5)
+        else:
+            assert patched["results"][case] == plain["results"][case], case
         assert plain["calls"][case] == {}, "the built-in run launched our kernels"
         calls = patched["calls"][case]
         assert _ran(calls, "ScatterAdd_token"), (case, calls)

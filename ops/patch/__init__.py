@@ -17,7 +17,8 @@ _NAMES = ("Handle", "current", "discover", "is_patched", "patch", "patched", "un
 
 
 def _patch_module():
-    from .. import _patch  # pylint: disable=import-outside-toplevel  (imports MindSpore)
+    from .. import _patch, load  # pylint: disable=import-outside-toplevel  (imports MindSpore)
+    load()
     return _patch
 
 

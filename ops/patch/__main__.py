@@ -79,6 +79,8 @@ class _AfterMindSpore(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "--write-sites":
+        from .. import load
+        load()  # the package's contents first (it is imported lazily here: ms_scatter.DEFERRED)
         from .._patch import write_sites
         sites, failed = write_sites(argv[1])
         print(f"{len(sites)} sites written to {argv[1]} ({len(failed)} optional modules did not import)")
