@@ -397,7 +397,8 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
         std::min(span, std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A)))));
     const int64_t blocks = (span + rows - 1) / rows;
     std::vector<int64_t> start(static_cast<size_t>(blocks) + 1, 0);
-    for (int64_t q = 0; q < m; ++q) ++start[(off[position(q)] - lo) / slice / rows + 1];
+    const SliceRow block_of(rows * slice);  // a shift when the block's elements are a power of two
+    for (int64_t q = 0; q < m; ++q) ++start[block_of(off[position(q)] - lo) + 1];
     for (int64_t b = 0; b < blocks; ++b) start[b + 1] += start[b];
     // sorted: the positions, block by block; local: each one's element offset inside its
     // block (< rows * slice, which is at most max(kBlockBytes / sizeof(A), slice) < 2^32)
@@ -410,7 +411,7 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
       for (int64_t q = 0; q < m; ++q) {
         const int64_t k = position(q);
         const int64_t e = off[k] - lo;
-        const int64_t b = e / slice / rows;
+        const int64_t b = block_of(e);
         const int64_t at = fill[b]++;
         order[at] = k;
         local[at] = static_cast<uint32_t>(e - b * rows * slice);
