@@ -298,7 +298,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
         _, _, _, (params, ndims, shapes, names, _), sizes, shared, out_dtype = plan
         with _PYNATIVE_LOCK:
             _sync()
-            params[0] = _data_ptr(input_x) if sizes[0] else 0
+            params[0] = x_ptr = _data_ptr(input_x) if sizes[0] else 0
             params[1] = _data_ptr(indices) if sizes[1] else 0
             params[2] = _data_ptr(updates) if sizes[2] else 0
             out = None
@@ -310,7 +310,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
                 raise_code(self._library, rc)
         if out is not None:
             return out
-        return _shared_result(input_x, params[0]) if shared else input_x
+        return _shared_result(input_x, x_ptr or None) if shared else input_x
 
     def _remember(self, input_x, indices, updates, names):
         """After a full-path direct call that converted nothing: eager_call's plan for its signature."""
