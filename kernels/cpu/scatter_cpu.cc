@@ -106,7 +106,7 @@ int check_nonzero(const Plan &p, const T *upd) {
 // and each thread applies its updates in index order, so the result equals the serial
 // one bit for bit at any thread count.
 
-constexpr int64_t kParallelMinWork = int64_t(1) << 22;  // elements (n * slice) below which one thread runs
+constexpr int64_t kParallelMinWork = int64_t(1) << 18;  // elements (n * slice) below which one thread runs
 constexpr int64_t kFewRowsBytes = int64_t(1) << 20;      // touched span below which one thread runs
 constexpr int kBinsPerThread = 64;
 constexpr int64_t kBlockBytes = int64_t(256) << 10;     // float accumulators of one destination block
@@ -538,7 +538,7 @@ void apply_all(const Plan &p, T *dst, const T *upd, const int64_t *off, const Of
 // split among the pool's threads when large (a stream, bandwidth-bound: two threads
 // copied 1e6 x 64 float32 faster than one on the 2-core machine); the automatic setting
 // learns the count per size class, as for the scatter.
-constexpr size_t kParallelCopyBytes = size_t(16) << 20;
+constexpr size_t kParallelCopyBytes = size_t(1) << 20;
 
 inline void copy_bytes(void *dst, const void *src, size_t bytes) {
   ThreadPool &pool = ThreadPool::instance();
