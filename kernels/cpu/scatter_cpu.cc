@@ -71,7 +71,7 @@ class Scratch {
         if (p) madvise(p, bytes, MADV_HUGEPAGE);  // advisory: ignored where THP is off
 #endif
       } else {
-        bytes = (bytes + 63) & ~size_t(63);  // rows of the float mirror start on a cache line
+        bytes = (bytes + 63) & ~size_t(63);  // rows of float accumulators start on a cache line
         p = std::aligned_alloc(64, bytes);
       }
       if (!p) throw std::bad_alloc();
@@ -286,7 +286,9 @@ void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, in
 // widened, every update on it, each rounded back); 0.30 -> 0.26 ms bfloat16 Min; few-rows
 // 0.19 -> 0.16 ms. (A blocked counting sort, as below, took 0.59 ms.)
 constexpr int64_t kCountedRows = int64_t(1) << 20;  // 4 MiB of counts
-constexpr int64_t kCountedBytes = int64_t(16) << 20;  // spans of more floats take the blocks below (the float mirror's limit before)
+// Spans of more float accumulators than this take the blocked path below (the limit the
+// float mirror had before; 1e6 x 64 float16 is blocked).
+constexpr int64_t kCountedBytes = int64_t(16) << 20;
 
 template <typename T, typename Op>
 void apply_counted(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice,
@@ -382,7 +384,8 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   }
   const int64_t span = (hi - lo) / slice + 1;  // destination slices between the extremes
   const bool dense = span <= 4 * m + 1024;
-  if (dense && span <= kCountedRows && span * slice * static_cast<int64_t>(sizeof(A)) <= kCountedBytes) {
+  if (dense && span <= kCountedRows && span * slice * static_cast<int64_t>(sizeof(A)) <= kCountedBytes &&
+      m < (int64_t(1) << 31)) {  // (a count must stay below the slot bit)
     apply_counted<T, Op>(dst, upd, off, pos, m, slice, lo, span);
     return;
   }
