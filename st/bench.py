@@ -351,6 +351,7 @@ def make_kernel(case, threads=None, offset=0):
             raise RuntimeError(f"kernel {call.entry} returned {rc}")
     if threads is None:
         _settle_thread_rule(run)
+        run()  # (the call that completed the rule's trials may have run a count it did not choose)
         run.threads = _last_threads()  # what the automatic rule runs this case on
     if control is not None:
         get, put = control

@@ -106,7 +106,7 @@ int check_nonzero(const Plan &p, const T *upd) {
 // and each thread applies its updates in index order, so the result equals the serial
 // one bit for bit at any thread count.
 
-constexpr int64_t kParallelMinWork = int64_t(1) << 18;  // elements (n * slice) below which one thread runs
+constexpr int64_t kParallelMinWork = int64_t(1) << 22;  // elements (n * slice) below which one thread runs
 constexpr int64_t kFewRowsBytes = int64_t(1) << 20;      // touched span below which one thread runs
 constexpr int kBinsPerThread = 64;
 constexpr int64_t kBlockBytes = int64_t(256) << 10;     // float accumulators of one destination block
