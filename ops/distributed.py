@@ -45,7 +45,7 @@ import numpy as np
 from mindspore import Parameter, Tensor, context, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.communication import GlobalComm, get_group_size, get_rank
-from mindspore.graph.api import _pynative_executor
+from ._compat import _pynative_executor
 from mindspore.ops import constexpr
 
 from . import _grad, infer
