@@ -9,7 +9,7 @@ See README.md for the policies and what each call path costs.
 """
 from . import infer
 from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, last_error,
-                   get_num_threads, set_num_threads, thread_choices, CPU_LIBRARY, GPU_LIBRARY)
+                   get_num_threads, set_num_threads, thread_choices, cpu_variant, CPU_LIBRARY, GPU_LIBRARY)
 from .primitives import FUNCTIONS, PRIMITIVES
 from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
 from . import patch  # noqa: F401  (a callable module: ms_scatter.patch() and python -m ms_scatter.patch)
@@ -24,4 +24,4 @@ globals().update(FUNCTIONS)
 
 __all__ = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
     "ScatterIndexError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
-    "set_num_threads", "get_num_threads", "thread_choices", "call_counts", "patch", "unpatch", "patched"]
+    "set_num_threads", "get_num_threads", "thread_choices", "cpu_variant", "call_counts", "patch", "unpatch", "patched"]

@@ -178,7 +178,7 @@ def ms_modules():
     if _ms is None:
         import mindspore as ms
         from mindspore import Parameter, Tensor, nn, ops
-        from mindspore.graph.api import _pynative_executor
+        from ms_scatter._compat import _pynative_executor
 
         import ms_scatter
         _ms = (ms, ops, nn, Parameter, Tensor, _pynative_executor.sync, ms_scatter)
