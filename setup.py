@@ -34,6 +34,11 @@ import os
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 # The CPU variants are built by kernels/cpu/build_cpu.py; this Extension stands for them (it
 # makes the wheel a platform wheel), its file being the manifest the build writes.
@@ -117,6 +122,14 @@ class BuildKernels(build_ext):
                         cudart=os.environ.get("MS_SCATTER_CUDART", "static"))
 
 
+class PlatformWheel(bdist_wheel):
+    """The kernel libraries are plain shared objects that MindSpore loads (no CPython API):
+    the wheel is py3-none-<platform>, one for every Python MindSpore has wheels for."""
+
+    def get_tag(self):
+        return ("py3", "none") + tuple(super().get_tag()[2:])
+
+
 setup(
     name="ms-scatter",
     version="0.1.0",
@@ -132,7 +145,7 @@ setup(
                            for f in sorted(os.listdir(os.path.join(HERE, d))) if f.endswith((".h", ".py"))],
                   language="c++")
     ],
-    cmdclass={"build_ext": BuildKernels},
+    cmdclass={"build_ext": BuildKernels, "bdist_wheel": PlatformWheel},
     # the releases tested (README, Quick start); MindSpore before 2.11 needs NumPy 1.x
     install_requires=["mindspore>=2.7.1,<2.11", "numpy<2"],
     extras_require={
