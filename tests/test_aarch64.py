@@ -1,0 +1,178 @@
+"""The CPU kernel library built for aarch64 (Ascend servers' Kunpeng hosts), run under qemu.
+
+kernels/cpu/build_cpu.py cross-compiles the library with Debian's g++-aarch64-linux-gnu
+(the armv8-a variant: float16 through the hardware conversions, fcvt and NEON's fcvtl /
+fcvtn) and tests/kernel_driver.cc, a native caller of its entry points; the driver runs
+under qemu-aarch64 (Debian's qemu-user) on the cases of tests/_sanitize_driver.py, and the
+results are checked here against the numpy loop oracle by that driver's own checks: every
+entry point (21 operators; token/return or tensor) x every value dtype, bfloat16 included,
+x both index dtypes x its shape classes (empty, 0-d, zero-size, depth 0 .. rank), with and
+without special values (NaN, inf, -0.0, extremes, subnormals), and the multi-thread path
+at 1 and 2 threads. Both builds are kept in build/aarch64/ while the sources are
+unchanged (a cold build takes ~30-40 s). Speed under emulation means nothing: not timed.
+
+Skips, naming what is missing, without the cross compiler or qemu (.ci/run installs both:
+apt-get install g++-aarch64-linux-gnu qemu-user).
+"""
+import importlib.util
+import os
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+from ms_scatter import infer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+BUILD = os.path.join(REPO, "build", "aarch64")
+CXX = "aarch64-linux-gnu-g++"
+SYSROOT = "/usr/aarch64-linux-gnu"
+DRIVER_SOURCE = os.path.join(HERE, "kernel_driver.cc")
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_cpu = _load("ms_scatter_build_cpu", os.path.join(REPO, "kernels", "cpu", "build_cpu.py"))
+sanitize_driver = _load("ms_scatter_sanitize_driver", os.path.join(HERE, "_sanitize_driver.py"))
+
+
+def _tools():
+    cxx = shutil.which(CXX)
+    qemu = shutil.which("qemu-aarch64") or shutil.which("qemu-aarch64-static")
+    missing = [what for what, found in ((f"{CXX} (apt-get install g++-aarch64-linux-gnu)", cxx),
+                                        ("qemu-aarch64 (apt-get install qemu-user)", qemu),
+                                        (f"{SYSROOT} (the cross toolchain's libraries)", os.path.isdir(SYSROOT)))
+               if not found]
+    if missing:
+        pytest.skip("no aarch64 toolchain here: " + "; ".join(missing))
+    return cxx, qemu
+
+
+def _stale(target, sources):
+    return not os.path.exists(target) or any(os.path.getmtime(s) > os.path.getmtime(target) for s in sources)
+
+
+@pytest.fixture(scope="module")
+def aarch64():
+    """(qemu, library, driver), built in build/aarch64/ unless up to date."""
+    cxx, qemu = _tools()
+    library = os.path.join(BUILD, "libms_scatter_cpu.armv8-a.so")
+    sources = build_cpu.SOURCES + build_cpu.HEADERS + (build_cpu.__file__,
+                                                       os.path.join(REPO, "kernels", "cpu_variants.py"))
+    if _stale(library, sources):
+        build_cpu.build(BUILD, cxx=cxx, verbose=False)
+    driver = os.path.join(BUILD, "kernel_driver")
+    if _stale(driver, (DRIVER_SOURCE,)):
+        subprocess.run([cxx, "-O2", "-std=c++17", "-Wall", DRIVER_SOURCE, "-o", driver, "-ldl"], check=True)
+    return qemu, library, driver
+
+
+# ------------------------------------------------------------------ the case and result files
+
+def _str(s):
+    b = s.encode()
+    return struct.pack("<I", len(b)) + b
+
+
+def write_cases(path, calls):
+    """calls: [(entry, threads, [arrays])] in kernel_driver.cc's CASES format."""
+    with open(path, "wb") as f:
+        f.write(b"MSSCASE1" + struct.pack("<I", len(calls)))
+        for entry, threads, arrays in calls:
+            f.write(_str(entry) + struct.pack("<iI", threads, len(arrays)))
+            for a in arrays:
+                a = np.ascontiguousarray(a) if a.ndim else a
+                f.write(_str(a.dtype.name) + struct.pack("<i", a.ndim) + struct.pack(f"<{a.ndim}q", *a.shape)
+                        + struct.pack("<Q", a.nbytes) + a.tobytes())
+
+
+def read_results(path, calls):
+    """[(rc, message, [arrays after the call])] and the driver's OS thread count."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"MSSRES1\0", data[:8]
+    (count,), at = struct.unpack_from("<I", data, 8), 12
+    assert count == len(calls)
+    out = []
+    for _entry, _threads, arrays in calls:
+        rc, n = struct.unpack_from("<iI", data, at)
+        at += 8
+        message = data[at:at + n].decode("utf-8", "replace")
+        at += n
+        (nparam,) = struct.unpack_from("<I", data, at)
+        at += 4
+        assert nparam == len(arrays)
+        after = []
+        for a in arrays:
+            (nbytes,) = struct.unpack_from("<Q", data, at)
+            at += 8
+            after.append(np.frombuffer(data[at:at + nbytes], a.dtype).reshape(a.shape).copy())
+            at += nbytes
+        out.append((rc, message, after))
+    (threads,) = struct.unpack_from("<i", data, at)
+    return out, threads
+
+
+def _arrays(T, op, output, x, indices, updates):
+    out = np.zeros((1,), np.int32) if T.entry_name(op, output).endswith("_token") else np.zeros_like(x)
+    return [x, indices, updates, out]
+
+
+# ------------------------------------------------------------------ the test
+
+def test_aarch64_library_matches_the_oracle_under_qemu(aarch64, tmp_path):
+    qemu, library, driver_path = aarch64
+    driver = sanitize_driver.Driver(None, REPO, value_dtypes=infer.VALUE_DTYPES)
+    T = driver.T
+    oracle = list(driver.oracle_cases())
+    threaded = list(driver.thread_cases())
+    calls = [(T.entry_name(op, output), -1, _arrays(T, op, output, x, i, u)) for op, output, x, i, u, _ in oracle]
+    for op, _dtype, _order, output, x, i, u in threaded:
+        calls += [(T.entry_name(op, output), t, _arrays(T, op, output, x, i, u)) for t in (1, 2)]
+    cases, results = tmp_path / "cases.bin", tmp_path / "results.bin"
+    write_cases(cases, calls)
+    proc = subprocess.run([qemu, "-L", SYSROOT, driver_path, library, str(cases), str(results)],
+                          capture_output=True, text=True, timeout=1500, env=dict(os.environ, MS_SCATTER_QUIET="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got, os_threads = read_results(results, calls)
+
+    for (op, output, x, i, u, what), (rc, message, after) in zip(oracle, got):
+        driver.verify(op, output, x, i, u, what, rc, after[0], after[3], message)
+        if after[1].tobytes() != i.tobytes() or after[2].tobytes() != u.tobytes():
+            driver.fail(f"{what} {op}/{output}: indices or updates written")
+    for k, (op, dtype, order, output, x, i, u) in enumerate(threaded):
+        one, two = got[len(oracle) + 2 * k], got[len(oracle) + 2 * k + 1]
+        for threads, (rc, message, after) in ((1, one), (2, two)):
+            driver.verify(op, output, x, i, u, f"threads={threads} {order}", rc, after[0], after[3], message)
+        if one[2][0].tobytes() != two[2][0].tobytes() or one[2][3].tobytes() != two[2][3].tobytes():
+            driver.fail(f"{op} {dtype} {order}: 1 and 2 threads give different bytes")
+    assert not driver.failures, f"{len(driver.failures)} failures, first: " + "\n".join(driver.failures[:20])
+
+    # what ran: every reduction x value dtype x index dtype, the errors, and the worker threads
+    ran = {(op, str(x.dtype), str(i.dtype)) for op, _o, x, i, _u, _w in oracle}
+    ops = [f + r for f in infer.FAMILIES for r in infer.REDUCTIONS]
+    assert ran == {(op, d, i) for op in ops for d in infer.VALUE_DTYPES for i in infer.INDEX_DTYPES}
+    codes = {rc for rc, _m, _a in got}
+    assert codes == {0, 2, 3}, codes  # results, out-of-range indices, integer division by zero
+    assert {str(x.dtype) for _op, _d, _o, _out, x, _i, _u in threaded} == set(infer.VALUE_DTYPES)
+    assert os_threads > 1, f"no worker thread ran under qemu ({os_threads} OS thread)"
+    print(f"aarch64 under qemu: {len(oracle)} oracle cases + {2 * len(threaded)} multi-thread calls "
+          f"({len(threaded)} cases at 1 and 2 threads), {os_threads} OS threads in the driver")
+
+
+def test_aarch64_library_uses_hardware_float16_conversions(aarch64):
+    """fcvtl/fcvtn (NEON, 4 lanes) and scalar fcvt to and from half precision: the software
+    conversion of half.h is not compiled in."""
+    objdump = shutil.which("aarch64-linux-gnu-objdump")
+    if objdump is None:
+        pytest.skip("aarch64-linux-gnu-objdump not found (binutils-aarch64-linux-gnu)")
+    text = subprocess.run([objdump, "-d", aarch64[1]], check=True, capture_output=True, text=True).stdout
+    assert "fcvtl\tv" in text and "fcvtn\tv" in text, "no NEON float16 conversion"
+    assert "fcvt\th" in text and "fcvt\ts" in text and ", h" in text  # scalar single <-> half
