@@ -9,8 +9,10 @@
 //
 // CASES:   "MSSCASE1", u32 count, then per call: str entry, i32 threads (<0: leave as is),
 //          u32 nparam, per array: str dtype, i32 ndim, i64 shape[ndim], u64 nbytes, bytes
-// RESULTS: "MSSRES1\0", u32 count, then per call: i32 rc, str message, u32 nparam, per array:
-//          u64 nbytes, bytes; at the end i32 OS threads of the process (/proc/self/task)
+// RESULTS: "MSSRES1\0", u32 count, then per call: i32 rc, str message, u8 1 when the arrays
+//          between the first and the last (indices, updates) are unchanged, u64 nbytes and the
+//          bytes of the first array (input_x after the call) and of the last (the output);
+//          at the end i32 OS threads of the process (/proc/self/task)
 // (str: u32 length, bytes; little-endian, as both sides of the test are.)
 #include <dirent.h>
 #include <dlfcn.h>
@@ -143,6 +145,11 @@ int main(int argc, char **argv) {
       shape_ptrs[a] = shapes[a].data();
       dtype_ptrs[a] = dtypes[a].c_str();
     }
+    std::vector<std::vector<char>> inputs;  // indices, updates (and a shard's info) as given
+    for (uint32_t a = 1; a + 1 < nparam; ++a) {
+      const char *b = static_cast<const char *>(buffers[a].p);
+      inputs.emplace_back(b, b + buffers[a].bytes);
+    }
     int rc = -1;
     std::string message;
     if (!it->second) {
@@ -157,12 +164,15 @@ int main(int argc, char **argv) {
         message = buf;
       }
     }
+    uint8_t unchanged = 1;
+    for (uint32_t a = 1; a + 1 < nparam; ++a)
+      if (buffers[a].bytes && std::memcmp(buffers[a].p, inputs[a - 1].data(), buffers[a].bytes) != 0) unchanged = 0;
     w.put<int32_t>(rc);
     w.str(message);
-    w.put<uint32_t>(nparam);
-    for (uint32_t a = 0; a < nparam; ++a) {
-      w.put<uint64_t>(buffers[a].bytes);
-      w.raw(buffers[a].p, buffers[a].bytes);
+    w.put<uint8_t>(unchanged);
+    for (uint32_t a : {0u, nparam - 1}) {
+      w.put<uint64_t>(nparam ? buffers[a].bytes : 0);
+      if (nparam) w.raw(buffers[a].p, buffers[a].bytes);
     }
   }
   w.put<int32_t>(os_threads());

@@ -83,46 +83,50 @@ def _str(s):
 
 
 def write_cases(path, calls):
-    """calls: [(entry, threads, [arrays])] in kernel_driver.cc's CASES format."""
+    """calls: an iterable of (entry, threads, [arrays]), written one at a time in
+    kernel_driver.cc's CASES format (the multi-thread cases hold tens of MB each); returns
+    how many were written."""
+    count = 0
     with open(path, "wb") as f:
-        f.write(b"MSSCASE1" + struct.pack("<I", len(calls)))
+        f.write(b"MSSCASE1" + struct.pack("<I", 0))
         for entry, threads, arrays in calls:
             f.write(_str(entry) + struct.pack("<iI", threads, len(arrays)))
             for a in arrays:
-                a = np.ascontiguousarray(a) if a.ndim else a
                 f.write(_str(a.dtype.name) + struct.pack("<i", a.ndim) + struct.pack(f"<{a.ndim}q", *a.shape)
                         + struct.pack("<Q", a.nbytes) + a.tobytes())
+            count += 1
+        f.seek(8)
+        f.write(struct.pack("<I", count))
+    return count
 
 
-def read_results(path, calls):
-    """[(rc, message, [arrays after the call])] and the driver's OS thread count."""
-    data = open(path, "rb").read()
-    assert data[:8] == b"MSSRES1\0", data[:8]
-    (count,), at = struct.unpack_from("<I", data, 8), 12
-    assert count == len(calls)
-    out = []
-    for _entry, _threads, arrays in calls:
-        rc, n = struct.unpack_from("<iI", data, at)
-        at += 8
-        message = data[at:at + n].decode("utf-8", "replace")
-        at += n
-        (nparam,) = struct.unpack_from("<I", data, at)
-        at += 4
-        assert nparam == len(arrays)
-        after = []
-        for a in arrays:
-            (nbytes,) = struct.unpack_from("<Q", data, at)
-            at += 8
-            after.append(np.frombuffer(data[at:at + nbytes], a.dtype).reshape(a.shape).copy())
-            at += nbytes
-        out.append((rc, message, after))
-    (threads,) = struct.unpack_from("<i", data, at)
-    return out, threads
+class Results:
+    """kernel_driver.cc's RESULTS, read one call at a time: next_call(x, out) ->
+    (rc, message, inputs unchanged, x after the call, output)."""
+
+    def __init__(self, path):
+        self.f = open(path, "rb")
+        assert self.f.read(8) == b"MSSRES1\0"
+        (self.count,) = struct.unpack("<I", self.f.read(4))
+
+    def _array(self, like):
+        (nbytes,) = struct.unpack("<Q", self.f.read(8))
+        return np.frombuffer(self.f.read(nbytes), like.dtype).reshape(like.shape)
+
+    def next_call(self, x, out):
+        rc, n = struct.unpack("<iI", self.f.read(8))
+        message = self.f.read(n).decode("utf-8", "replace")
+        unchanged = self.f.read(1) == b"\x01"
+        return rc, message, unchanged, self._array(x), self._array(out)
+
+    def os_threads(self):
+        (threads,) = struct.unpack("<i", self.f.read(4))
+        self.f.close()
+        return threads
 
 
-def _arrays(T, op, output, x, indices, updates):
-    out = np.zeros((1,), np.int32) if T.entry_name(op, output).endswith("_token") else np.zeros_like(x)
-    return [x, indices, updates, out]
+def _out(T, op, output, x):
+    return np.zeros((1,), np.int32) if T.entry_name(op, output).endswith("_token") else np.zeros_like(x)
 
 
 # ------------------------------------------------------------------ the test
@@ -131,37 +135,51 @@ def test_aarch64_library_matches_the_oracle_under_qemu(aarch64, tmp_path):
     qemu, library, driver_path = aarch64
     driver = sanitize_driver.Driver(None, REPO, value_dtypes=infer.VALUE_DTYPES)
     T = driver.T
-    oracle = list(driver.oracle_cases())
-    threaded = list(driver.thread_cases())
-    calls = [(T.entry_name(op, output), -1, _arrays(T, op, output, x, i, u)) for op, output, x, i, u, _ in oracle]
-    for op, _dtype, _order, output, x, i, u in threaded:
-        calls += [(T.entry_name(op, output), t, _arrays(T, op, output, x, i, u)) for t in (1, 2)]
+    oracle = list(driver.oracle_cases())  # small; the multi-thread ones are made again to check them
+
+    def calls():
+        for op, output, x, i, u, _what in oracle:
+            yield T.entry_name(op, output), -1, [x, i, u, _out(T, op, output, x)]
+        for op, _dtype, _order, output, x, i, u in driver.thread_cases():
+            for threads in (1, 2):
+                yield T.entry_name(op, output), threads, [x, i, u, _out(T, op, output, x)]
+
     cases, results = tmp_path / "cases.bin", tmp_path / "results.bin"
-    write_cases(cases, calls)
+    count = write_cases(cases, calls())
     proc = subprocess.run([qemu, "-L", SYSROOT, driver_path, library, str(cases), str(results)],
                           capture_output=True, text=True, timeout=1500, env=dict(os.environ, MS_SCATTER_QUIET="1"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    got, os_threads = read_results(results, calls)
-
-    for (op, output, x, i, u, what), (rc, message, after) in zip(oracle, got):
-        driver.verify(op, output, x, i, u, what, rc, after[0], after[3], message)
-        if after[1].tobytes() != i.tobytes() or after[2].tobytes() != u.tobytes():
+    cases.unlink()
+    got = Results(results)
+    assert got.count == count
+    codes = set()
+    for op, output, x, i, u, what in oracle:
+        rc, message, unchanged, x_after, out = got.next_call(x, _out(T, op, output, x))
+        driver.verify(op, output, x, i, u, what, rc, x_after, out, message)
+        if not unchanged:
             driver.fail(f"{what} {op}/{output}: indices or updates written")
-    for k, (op, dtype, order, output, x, i, u) in enumerate(threaded):
-        one, two = got[len(oracle) + 2 * k], got[len(oracle) + 2 * k + 1]
-        for threads, (rc, message, after) in ((1, one), (2, two)):
-            driver.verify(op, output, x, i, u, f"threads={threads} {order}", rc, after[0], after[3], message)
-        if one[2][0].tobytes() != two[2][0].tobytes() or one[2][3].tobytes() != two[2][3].tobytes():
+        codes.add(rc)
+    threaded = []
+    for op, dtype, order, output, x, i, u in driver.thread_cases():
+        seen = []
+        for threads in (1, 2):
+            rc, message, unchanged, x_after, out = got.next_call(x, _out(T, op, output, x))
+            driver.verify(op, output, x, i, u, f"threads={threads} {order}", rc, x_after, out, message)
+            if not unchanged:
+                driver.fail(f"threads={threads} {op} {dtype} {order}: indices or updates written")
+            seen.append(x_after.tobytes() + out.tobytes())
+        if seen[0] != seen[1]:
             driver.fail(f"{op} {dtype} {order}: 1 and 2 threads give different bytes")
+        threaded.append(dtype)
+    os_threads = got.os_threads()
     assert not driver.failures, f"{len(driver.failures)} failures, first: " + "\n".join(driver.failures[:20])
 
     # what ran: every reduction x value dtype x index dtype, the errors, and the worker threads
     ran = {(op, str(x.dtype), str(i.dtype)) for op, _o, x, i, _u, _w in oracle}
     ops = [f + r for f in infer.FAMILIES for r in infer.REDUCTIONS]
     assert ran == {(op, d, i) for op in ops for d in infer.VALUE_DTYPES for i in infer.INDEX_DTYPES}
-    codes = {rc for rc, _m, _a in got}
     assert codes == {0, 2, 3}, codes  # results, out-of-range indices, integer division by zero
-    assert {str(x.dtype) for _op, _d, _o, _out, x, _i, _u in threaded} == set(infer.VALUE_DTYPES)
+    assert set(threaded) == set(infer.VALUE_DTYPES)
     assert os_threads > 1, f"no worker thread ran under qemu ({os_threads} OS thread)"
     print(f"aarch64 under qemu: {len(oracle)} oracle cases + {2 * len(threaded)} multi-thread calls "
           f"({len(threaded)} cases at 1 and 2 threads), {os_threads} OS threads in the driver")
