@@ -103,8 +103,12 @@ class BuildKernels(build_ext):
 
     def build_gpu(self):
         wanted = os.environ.get("MS_SCATTER_GPU", "")
+        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
+        stale = os.path.join(base, "libms_scatter_gpu.so")  # an earlier build's, never shipped by this one
         if wanted == "0":
             print("ms_scatter: GPU library not built (MS_SCATTER_GPU=0)")
+            if os.path.exists(stale):
+                os.remove(stale)
             return
         build_gpu = self._load("ms_scatter_build_gpu", "kernels", "gpu", "build_gpu.py")
         nvcc = build_gpu.find_nvcc()
@@ -112,8 +116,9 @@ class BuildKernels(build_ext):
             if wanted == "1":
                 raise RuntimeError("MS_SCATTER_GPU=1 but no nvcc was found")
             print("ms_scatter: no CUDA compiler found; the GPU library is not built (CPU only)")
+            if os.path.exists(stale):
+                os.remove(stale)
             return
-        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
         os.makedirs(base, exist_ok=True)
         archs = [a for a in os.environ.get("MS_SCATTER_CUDA_ARCHS", "").split(",") if a] or build_gpu.default_archs(nvcc)
         print(f"ms_scatter: building the GPU library with {nvcc} for sm_{', sm_'.join(archs)}")

@@ -73,9 +73,10 @@ def isa_features(features):
     return sorted(f for f in (features or ()) if _ISA_FEATURE.match(f))
 
 
-def build_list(arch, names=None, native=False):
+def build_list(arch, names=None, native=False, baseline=True):
     """[(name, flags, requires)] to build for `arch`, best first: `names` (default all of the
-    architecture's; the baseline is always among them), with native first when asked for."""
+    architecture's; the baseline is among them unless `baseline` is False: an installed set
+    always has it), with native first when asked for."""
     table = VARIANTS.get(arch)
     if not table:
         table = (("generic", (), ()),)  # an architecture without levels: the compiler's default
@@ -86,7 +87,7 @@ def build_list(arch, names=None, native=False):
             raise ValueError(f"For 'MS_SCATTER_CPU_VARIANTS', each name must be one of {', '.join(known)} "
                              f"(or {NATIVE}), but got {', '.join(map(repr, unknown))}.")
         native = native or NATIVE in names
-        wanted = set(names) | {known[-1]}
+        wanted = set(names) | ({known[-1]} if baseline else set())
         table = tuple(v for v in table if v[0] in wanted)
     out = [(n, tuple(f), tuple(r)) for n, f, r in table]
     if native:
@@ -94,10 +95,12 @@ def build_list(arch, names=None, native=False):
     return out
 
 
-def write_manifest(directory, arch, built):
-    """cpu_variants.json: the variants built into `directory`, best first."""
-    data = {"machine": arch, "variants": [{"name": n, "file": library_file(n), "requires": list(r)}
-                                          for n, _f, r in built]}
+def write_manifest(directory, arch, built, commands=None):
+    """cpu_variants.json: the variants built into `directory`, best first (with the command
+    that built each, which a later build compares to keep a library that is up to date)."""
+    commands = commands or {}
+    data = {"machine": arch, "variants": [{"name": n, "file": library_file(n), "requires": list(r),
+                                           "command": commands.get(n)} for n, _f, r in built]}
     with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
         json.dump(data, f, indent=1)
         f.write("\n")

@@ -20,7 +20,6 @@ import os
 import shlex
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -36,9 +35,9 @@ FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-fvisibility=hidden", "-fvisib
 GLIBC_WRAPPED = ("pthread_create", "pthread_join", "pthread_detach", "pthread_once", "pthread_key_create",
                  "__pthread_key_create", "pthread_key_delete", "pthread_getspecific", "pthread_setspecific",
                  "pthread_mutex_trylock", "__libc_single_threaded", "arc4random")
-# What the library exports: the aot entries (Scatter*, TensorScatter*, with their InferShape /
-# InferType) and ms_scatter_*; libstdc++'s own symbols stay inside.
-VERSION_SCRIPT = "{ global: Scatter*; TensorScatter*; ms_scatter_*; local: *; };\n"
+# What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, with
+# their InferShape / InferType) and ms_scatter_*; libstdc++'s own symbols stay inside.
+VERSION_SCRIPT = os.path.join(HERE, "exports.map")
 
 
 def _variants_module():
@@ -66,43 +65,56 @@ def command(cxx, triple, variant_flags, out, version_script, extra=()):
             + platform_flags(triple) + [f"-Wl,--version-script={version_script}"] + list(extra))
 
 
-def build(out_dir, names=None, native=False, cxx=None, arch=None, extra=(), jobs=None, verbose=True):
-    """Compiles the variants into out_dir and writes its cpu_variants.json. Returns
-    [(name, seconds)] and the wall time."""
+def _fresh(out, cmd, previous):
+    """The library at `out` was built by this very command after every source last changed."""
+    if previous.get(os.path.basename(out)) != cmd or not os.path.exists(out):
+        return False
+    built = os.path.getmtime(out)
+    return all(os.path.getmtime(f) <= built for f in SOURCES + HEADERS + (VERSION_SCRIPT, __file__))
+
+
+def build(out_dir, names=None, native=False, cxx=None, arch=None, extra=(), jobs=None, verbose=True, baseline=True):
+    """Compiles the variants into out_dir (a variant whose library there was built by the same
+    command after its sources last changed is kept) and writes its cpu_variants.json.
+    Returns [(name, seconds)] and the wall time."""
     variants = _variants_module()
     cxx = shlex.split(cxx or os.environ.get("CXX") or "g++")
     triple = target_of(cxx)
     arch = arch or triple.split("-")[0]
-    todo = variants.build_list(arch, names, native)
+    todo = variants.build_list(arch, names, native, baseline)
     os.makedirs(out_dir, exist_ok=True)
+    previous = {v["file"]: v.get("command") for v in variants.read_manifest(out_dir)}
     jobs = jobs or max(1, min(len(todo), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                               else (os.cpu_count() or 1)))
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        script = os.path.join(tmp, "exports.map")
-        with open(script, "w", encoding="utf-8") as f:
-            f.write(VERSION_SCRIPT)
+    commands = {}
 
-        def one(item):
-            name, flags, _requires = item
-            out = os.path.join(out_dir, variants.library_file(name))
-            cmd = command(cxx, triple, flags, out, script, extra)
+    def one(item):
+        name, flags, _requires = item
+        out = os.path.join(out_dir, variants.library_file(name))
+        cmd = commands[name] = command(cxx, triple, flags, out, VERSION_SCRIPT, extra)
+        if _fresh(out, cmd, previous):
             if verbose:
-                print("ms_scatter: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
-            start = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise RuntimeError(f"ms_scatter: building the {name} CPU library failed:\n{proc.stdout}{proc.stderr}")
-            if proc.stderr.strip() and verbose:
-                print(proc.stderr, file=sys.stderr, flush=True)
-            return name, time.perf_counter() - start
+                print(f"ms_scatter: {out} is up to date", flush=True)
+            return name, 0.0
+        if verbose:
+            print("ms_scatter: " + " ".join(shlex.quote(c) for c in cmd), flush=True)
+        start = time.perf_counter()
+        tmp = out + ".tmp"  # a half-written library is never seen under its name
+        proc = subprocess.run([tmp if c == out else c for c in cmd], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"ms_scatter: building the {name} CPU library failed:\n{proc.stdout}{proc.stderr}")
+        os.replace(tmp, out)
+        if proc.stderr.strip() and verbose:
+            print(proc.stderr, file=sys.stderr, flush=True)
+        return name, time.perf_counter() - start
 
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            times = list(pool.map(one, todo))
-    variants.write_manifest(out_dir, arch, todo)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        times = list(pool.map(one, todo))
+    variants.write_manifest(out_dir, arch, todo, commands)
     wall = time.perf_counter() - t0
     if verbose:
-        print(f"ms_scatter: CPU library variants {', '.join(n for n, _ in times)} built in {wall:.0f} s "
+        print(f"ms_scatter: CPU library variants {', '.join(n for n, _ in times)} ready in {wall:.0f} s "
               f"({jobs} at a time; each {', '.join(f'{t:.0f} s' for _, t in times)})", flush=True)
     return times, wall
 
