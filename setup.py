@@ -141,7 +141,7 @@ setup(
     description="MindSpore scatter operators (ScatterAdd ... TensorScatterUpdate) as a Custom-op plugin",
     long_description=open(os.path.join(HERE, "README.md"), encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.9,<3.12",
+    python_requires=">=3.9,<3.13",  # where MindSpore 2.7.1-2.10 have wheels (README)
     packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
     ext_modules=[
