@@ -129,18 +129,41 @@ def test_forcing_a_variant_this_cpu_cannot_run_fails_at_import():
     assert proc.returncode != 0 and "the variant must be one this CPU can run" in proc.stderr, proc.stderr[-2000:]
 
 
-@pytest.mark.parametrize("variant", [n for n in RUNNABLE if n != ms_scatter.cpu_variant()] or ["(none)"])
-def test_kernel_oracle_suite_on_every_variant(variant):
+OTHER_VARIANTS = [n for n in RUNNABLE if n != ms_scatter.cpu_variant()]
+
+
+@pytest.fixture(scope="module")
+def oracle_suite_runs(tmp_path_factory):
+    """tests/test_kernels.py in one subprocess per other variant, started together (each is
+    one Python process: on 2 cores two variants take the time of one)."""
+    out = tmp_path_factory.mktemp("variants")
+    procs = {}
+    for variant in OTHER_VARIANTS:
+        log = open(out / f"{variant}.log", "w+")
+        procs[variant] = (subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
+                                            "tests/test_kernels.py"], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                           text=True, env=_env(MS_SCATTER_CPU_VARIANT=variant)), log)
+    yield procs
+    for proc, log in procs.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@pytest.mark.parametrize("variant", OTHER_VARIANTS or ["(none)"])
+def test_kernel_oracle_suite_on_every_variant(variant, oracle_suite_runs):
     """tests/test_kernels.py (every entry point x dtype x index dtype against the oracle, the
     policies, the multi-thread path) on a variant this process did not load."""
     if variant == "(none)":
         pytest.skip("this CPU runs only the variant already tested by tests/test_kernels.py")
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_kernels.py"],
-                          cwd=REPO, env=_env(MS_SCATTER_CPU_VARIANT=variant), capture_output=True, text=True,
-                          timeout=1200)
-    tail = proc.stdout[-3000:] + proc.stderr[-2000:]
-    assert f"ms_scatter CPU variant: {variant} ({cpu_variants.library_file(variant)})" in proc.stdout, tail
-    assert proc.returncode == 0 and re.search(r"\b\d{4,} passed\b", proc.stdout), tail
+    proc, log = oracle_suite_runs[variant]
+    rc = proc.wait(timeout=1200)
+    log.seek(0)
+    output = log.read()
+    tail = output[-4000:]
+    assert f"ms_scatter CPU variant: {variant} ({cpu_variants.library_file(variant)})" in output, tail
+    assert rc == 0 and re.search(r"\b\d{4,} passed\b", output), tail
 
 
 # ------------------------------------------------------------------ instructions
