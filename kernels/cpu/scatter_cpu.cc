@@ -12,6 +12,8 @@
 #include <algorithm>
 #if defined(__F16C__) && defined(__AVX__)
 #include <immintrin.h>
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
 #endif
 #include <cstdint>
 #include <cstdlib>
@@ -241,7 +243,7 @@ void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, 
   }
 }
 
-// Row conversions between a storage type and its accumulator (F16C: 8 lanes at a time).
+// Row conversions between a storage type and its accumulator (F16C: 8 lanes at a time; NEON: 4).
 template <typename T>
 inline void load_row(const T *src, typename AccOf<T>::type *dst, int64_t n) {
   for (int64_t j = 0; j < n; ++j) dst[j] = to_acc<T>(src[j]);
@@ -264,6 +266,22 @@ inline void store_row<half_t>(const float *src, half_t *dst, int64_t n) {
   for (; j + 8 <= n; j += 8)
     _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j),
                      _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; j < n; ++j) dst[j] = float_to_half(src[j]);
+}
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+// NEON (baseline ARMv8-A): fcvtl / fcvtn convert 4 lanes, rounding to nearest even.
+template <>
+inline void load_row<half_t>(const half_t *src, float *dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    vst1q_f32(dst + j, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t *>(src + j)))));
+  for (; j < n; ++j) dst[j] = half_to_float(src[j]);
+}
+template <>
+inline void store_row<half_t>(const float *src, half_t *dst, int64_t n) {
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4)
+    vst1_u16(reinterpret_cast<uint16_t *>(dst + j), vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + j))));
   for (; j < n; ++j) dst[j] = float_to_half(src[j]);
 }
 #endif
