@@ -1,13 +1,20 @@
 """ms-scatter: MindSpore's scatter family as a plugin, on its own kernels.
 
 `pip install .` maps ops/ -> ms_scatter, infer/ -> ms_scatter.infer,
-kernels/ -> ms_scatter.kernels, and builds the CPU kernel library
-ms_scatter/kernels/libms_scatter_cpu.so with optimisation on. Nothing is compiled at
-import or at first call.
+kernels/ -> ms_scatter.kernels, and builds the CPU kernel library once per variant of the
+machine's architecture (kernels/cpu_variants.py: x86-64-v4, -v3 and the -v2 baseline;
+armv8-a), in parallel, as ms_scatter/kernels/libms_scatter_cpu.<variant>.so plus
+cpu_variants.json (kernels/cpu/build_cpu.py); `import ms_scatter` loads the best one this
+CPU runs. Nothing is compiled at import or at first call.
 
 Build switches (environment variables at install time):
-  MS_SCATTER_PORTABLE=1   build for baseline x86-64 instead of the installing machine's
-                          vector width (-march=native); measured 1.5-1.7x slower.
+  MS_SCATTER_CPU_VARIANTS comma-separated variants to build (default: all of the architecture's;
+                          the baseline is always built).
+  MS_SCATTER_NATIVE=1     also build a -march=native variant, loaded first on a CPU with every
+                          feature of the building one (a wheel built so is for that machine).
+  MS_SCATTER_BUILD_JOBS   compilers run at once (default: the CPUs, at most the variants).
+  MS_SCATTER_PORTABLE     retired: every build is portable now (the variants); setting it
+                          changes nothing but a note.
   MS_SCATTER_CXXFLAGS     extra compiler flags (e.g. sanitizers for a test build).
   MS_SCATTER_GPU          unset: build the CUDA library ms_scatter/kernels/libms_scatter_gpu.so
                           when nvcc is found; 1: require it (fail without nvcc); 0: never.
@@ -28,7 +35,14 @@ import re
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
+try:
+    from setuptools.command.bdist_wheel import bdist_wheel
+except ImportError:  # setuptools < 70.1
+    from wheel.bdist_wheel import bdist_wheel
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+# The CPU variants are built by kernels/cpu/build_cpu.py; this Extension stands for them (it
+# makes the wheel a platform wheel), its file being the manifest the build writes.
 CPU_LIBRARY = "ms_scatter.kernels.libms_scatter_cpu"
 
 
@@ -39,16 +53,8 @@ def version():
 
 
 # What `sphinx-build -W docs` needs (the docs extra; the test extra too, so that the README's test
-# command builds the site): versions that run on Python 3.9-3.11.
+# command builds the site): versions that run on Python 3.9-3.12.
 DOCS_REQUIRES = ["sphinx==7.4.7", "myst-parser==3.0.1", "furo==2024.8.6"]
-
-
-def cpu_flags():
-    flags = ["-O3", "-std=c++17", "-fno-math-errno", "-fvisibility=hidden", "-Wall"]
-    if os.environ.get("MS_SCATTER_PORTABLE", "0") != "1":
-        flags.append("-march=native")
-    flags += os.environ.get("MS_SCATTER_CXXFLAGS", "").split()
-    return flags
 
 
 class BuildKernels(build_ext):
@@ -56,8 +62,8 @@ class BuildKernels(build_ext):
 
     def get_ext_filename(self, fullname):
         name = super().get_ext_filename(fullname)
-        if fullname.split(".")[-1] == CPU_LIBRARY.split(".")[-1]:
-            name = os.path.join(os.path.dirname(name), CPU_LIBRARY.split(".")[-1] + ".so")
+        if fullname == CPU_LIBRARY:
+            name = os.path.join(os.path.dirname(name), "cpu_variants.json")
         return name
 
     def get_export_symbols(self, ext):
@@ -67,6 +73,20 @@ class BuildKernels(build_ext):
         super().run()
         self.build_gpu()
         self.build_ascend()
+
+    def build_extension(self, ext):
+        if ext.name != CPU_LIBRARY:
+            return super().build_extension(ext)
+        if os.environ.get("MS_SCATTER_PORTABLE"):
+            print("ms_scatter: MS_SCATTER_PORTABLE is retired: every build is portable (the CPU variants); "
+                  "MS_SCATTER_CPU_VARIANTS=x86-64-v2 builds the baseline alone")
+        build_cpu = self._load("ms_scatter_build_cpu", "kernels", "cpu", "build_cpu.py")
+        names = [n for n in os.environ.get("MS_SCATTER_CPU_VARIANTS", "").split(",") if n]
+        jobs = int(os.environ.get("MS_SCATTER_BUILD_JOBS", "0") or 0) or None
+        build_cpu.build(os.path.dirname(self.get_ext_fullpath(ext.name)), names or None,
+                        native=os.environ.get("MS_SCATTER_NATIVE", "0") == "1",
+                        extra=tuple(os.environ.get("MS_SCATTER_CXXFLAGS", "").split()), jobs=jobs)
+        return None
 
     def _load(self, name, *path):
         spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, *path))
@@ -95,8 +115,12 @@ class BuildKernels(build_ext):
 
     def build_gpu(self):
         wanted = os.environ.get("MS_SCATTER_GPU", "")
+        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
+        stale = os.path.join(base, "libms_scatter_gpu.so")  # an earlier build's, never shipped by this one
         if wanted == "0":
             print("ms_scatter: GPU library not built (MS_SCATTER_GPU=0)")
+            if os.path.exists(stale):
+                os.remove(stale)
             return
         build_gpu = self._load("ms_scatter_build_gpu", "kernels", "gpu", "build_gpu.py")
         nvcc = build_gpu.find_nvcc()
@@ -104,14 +128,23 @@ class BuildKernels(build_ext):
             if wanted == "1":
                 raise RuntimeError("MS_SCATTER_GPU=1 but no nvcc was found")
             print("ms_scatter: no CUDA compiler found; the GPU library is not built (CPU only)")
+            if os.path.exists(stale):
+                os.remove(stale)
             return
-        base = os.path.join(HERE, "kernels") if self.inplace else os.path.join(self.build_lib, "ms_scatter", "kernels")
         os.makedirs(base, exist_ok=True)
         archs = [a for a in os.environ.get("MS_SCATTER_CUDA_ARCHS", "").split(",") if a] or build_gpu.default_archs(nvcc)
         print(f"ms_scatter: building the GPU library with {nvcc} for sm_{', sm_'.join(archs)}")
         build_gpu.build(os.path.join(base, "libms_scatter_gpu.so"), nvcc, archs=tuple(archs),
                         extra_flags=tuple(os.environ.get("MS_SCATTER_NVCC_FLAGS", "").split()),
                         cudart=os.environ.get("MS_SCATTER_CUDART", "static"))
+
+
+class PlatformWheel(bdist_wheel):
+    """The kernel libraries are plain shared objects that MindSpore loads (no CPython API):
+    the wheel is py3-none-<platform>, one for every Python MindSpore has wheels for."""
+
+    def get_tag(self):
+        return ("py3", "none") + tuple(super().get_tag()[2:])
 
 
 setup(
@@ -133,25 +166,21 @@ setup(
         "Programming Language :: Python :: 3.9",
         "Programming Language :: Python :: 3.10",
         "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
-    python_requires=">=3.9",
+    python_requires=">=3.9,<3.13",  # where MindSpore 2.7.1-2.10 have wheels (README)
     packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
     ext_modules=[
-        Extension(
-            CPU_LIBRARY,
-            sources=["kernels/cpu/scatter_cpu.cc"],
-            include_dirs=["kernels/include"],
-            depends=[os.path.join(d, f) for d in ("kernels/include/ms_scatter", "kernels/cpu")
-                     for f in sorted(os.listdir(os.path.join(HERE, d))) if f.endswith(".h")],
-            language="c++",
-            extra_compile_args=cpu_flags(),
-            extra_link_args=["-pthread"],
-        )
+        Extension(CPU_LIBRARY, sources=["kernels/cpu/scatter_cpu.cc", "kernels/cpu/glibc_compat.cc"],
+                  depends=[os.path.join(d, f) for d in ("kernels/include/ms_scatter", "kernels/cpu")
+                           for f in sorted(os.listdir(os.path.join(HERE, d))) if f.endswith((".h", ".py"))],
+                  language="c++")
     ],
-    cmdclass={"build_ext": BuildKernels},
-    install_requires=["mindspore==2.10.0", "numpy<2"],
+    cmdclass={"build_ext": BuildKernels, "bdist_wheel": PlatformWheel},
+    # the releases tested (README, Quick start); MindSpore before 2.11 needs NumPy 1.x
+    install_requires=["mindspore>=2.7.1,<2.11", "numpy<2"],
     extras_require={
         "test": ["pytest", "hypothesis"] + DOCS_REQUIRES,
         "docs": DOCS_REQUIRES,

@@ -9,8 +9,8 @@
 # Two builds of the same source:
 #   portable  exactly: g++ -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined
 #             -fno-omit-frame-pointer -std=c++17 -fPIC -shared -Ikernels/include ... -pthread
-#   native    the same plus -march=native, as `pip install .` builds it by default (this is the
-#             build that takes the F16C float16 conversion paths)
+#   native    the same plus -march=native (on x86-64 the F16C float16 conversion paths, which
+#             the x86-64-v3 and -v4 variants that `pip install .` builds take too)
 # A canary (a tiny library with a deliberate heap overflow and a signed overflow, built
 # with the same flags) first proves that both sanitizers are live in this setup.
 #

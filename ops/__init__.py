@@ -39,7 +39,7 @@ def load():
     from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
     from . import distributed, infer, patch  # noqa: F401  (patch: a callable module, python -m ms_scatter.patch)
     from ._lib import (CPU_LIBRARY, GPU_LIBRARY, ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError,
-                       call_counts, get_num_threads, last_error, set_num_threads, thread_choices)
+                       call_counts, cpu_variant, get_num_threads, last_error, set_num_threads, thread_choices)
     from ._patch import patched, unpatch
     from .infer import ScatterTypeError
     from .primitives import FUNCTIONS, PRIMITIVES
@@ -51,7 +51,8 @@ def load():
     globals().update(names)
     globals()["__all__"] = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
         "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
-        "set_num_threads", "get_num_threads", "thread_choices", "call_counts", "patch", "unpatch", "patched"]
+        "set_num_threads", "get_num_threads", "thread_choices", "cpu_variant", "call_counts", "patch", "unpatch",
+        "patched"]
     _LOADED[:] = ["loaded"]
     while _AFTER_LOAD:
         _AFTER_LOAD.pop(0)()

@@ -48,7 +48,7 @@ import os
 import numpy as np
 from mindspore import Parameter, Tensor, context, nn, ops
 from mindspore.common import dtype as mstype
-from mindspore.graph.api import _pynative_executor
+from ._compat import _pynative_executor
 from mindspore.ops import CustomRegOp, DataType, constexpr
 
 from . import _grad, infer

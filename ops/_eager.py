@@ -21,7 +21,7 @@ MindSpore's launch.
 import ctypes
 
 import numpy as np
-from mindspore.graph.api import _pynative_executor
+from ._compat import _pynative_executor
 
 from ._lib import BAD_ARGUMENTS, raise_code
 

@@ -43,7 +43,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
-from mindspore.graph.api import _pynative_executor
+from ._compat import _pynative_executor
 from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd

@@ -20,7 +20,7 @@ import weakref
 import numpy as np
 from mindspore import Parameter, Tensor, ops
 from mindspore.common import dtype as mstype
-from mindspore.graph.api import _pynative_executor
+from ._compat import _pynative_executor
 from mindspore.ops import Primitive, constexpr
 from mindspore.ops import functional as F
 from mindspore.ops import signature as sig

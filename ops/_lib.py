@@ -1,7 +1,9 @@
 """Where the kernel libraries are, and how a kernel's error code becomes a Python error.
 
 The libraries are built by ``pip install .`` (setup.py) into ``ms_scatter/kernels/``;
-nothing is compiled at import or first call.
+nothing is compiled at import or first call. The CPU library is built once per variant
+(x86-64-v4, -v3, -v2; kernels/cpu_variants.py): the one this CPU runs best (or the one
+MS_SCATTER_CPU_VARIANT names) is chosen here, once, at import.
 """
 import ctypes
 import os
@@ -9,10 +11,20 @@ import threading
 
 from mindspore import context
 
+from .kernels import cpu_variants
+
 # ops/ is installed as the package ms_scatter and kernels/ as ms_scatter.kernels.
 KERNEL_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
-CPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_cpu.so")
+CPU_VARIANT, CPU_LIBRARY = cpu_variants.select(KERNEL_DIR)
+if CPU_LIBRARY is None:  # nothing built here: library_path() says so
+    CPU_LIBRARY = os.path.join(KERNEL_DIR, cpu_variants.library_file("<none built>"))
 GPU_LIBRARY = os.path.join(KERNEL_DIR, "libms_scatter_gpu.so")
+
+
+def cpu_variant():
+    """The build of the CPU kernel library this process loads ('x86-64-v4', 'x86-64-v3',
+    'x86-64-v2', 'native', 'armv8-a'): the best one this CPU runs, or MS_SCATTER_CPU_VARIANT."""
+    return CPU_VARIANT
 
 # Error codes returned by the kernels (kernels/include/ms_scatter/plan.h).
 BAD_ARGUMENTS, INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO = 1, 2, 3

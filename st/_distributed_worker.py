@@ -28,7 +28,7 @@ WORLD = 2  # ranks of the distributed run; the single run concatenates their bat
 ROWS = 11  # table rows: blocks of 6 and 5 rows
 CHECKS = tuple(f"{name}_{mode}" for mode in MODES for name in (
     "replicated_Scatter", "replicated_ScatterNd", "replicated_TensorScatter", "replicated_dtypes",
-    "sharded_Scatter", "sharded_ScatterNd", "sharded_dtypes", "lookup", "grads", "errors", "train"))
+    "sharded_Scatter", "sharded_ScatterNd", "sharded_dtypes", "lookup", "grads", "errors", "promises", "train"))
 
 
 def same(a, b):
@@ -142,6 +142,19 @@ class ScatterLoss(nn.Cell):
                 out = getattr(self.rep, name)(self.holders[k], args[2 * k], args[2 * k + 1])
             loss = loss + (out * self.coefs[k]).sum()
         return loss
+
+
+class DiscardLoss(nn.Cell):
+    """A sharded scatter whose result is discarded, then the shard read: sum(shard * w)."""
+
+    def __init__(self, table, name):
+        super().__init__()
+        self.table = table
+        self.name = name
+
+    def construct(self, indices, updates, w):
+        getattr(self.table, self.name)(indices, updates)
+        return (self.table.param * w).sum()
 
 
 class TrainStep(nn.Cell):
@@ -427,6 +440,70 @@ class Run:
             failures.append("a valid call after the failures: wrong result")
         return failures
 
+    def promises(self, mode):
+        """The promises of the one in-place path hold on row shards: a discarded result under
+        value_and_grad (GRAPH hands the gradient as a tuple), and in PYNATIVE an out-of-range
+        second index component under a gradient raises the documented error (not the saved-
+        slot gather's), writes nothing, and the process goes on."""
+        from ms_scatter import ScatterIndexError  # pylint: disable=import-outside-toplevel
+        ms.set_context(mode=ms.GRAPH_MODE if mode == "GRAPH" else ms.PYNATIVE_MODE)
+        failures = []
+        x = table("float32", 100)
+        coef = values(np.random.default_rng(101), (ROWS, 3), "float32", "Add")
+        gidx, gupd = global_batch("Scatter", "Add", "float32", 102)
+        idx, upd = self.my_batch("Scatter", "Add", "float32", 102)
+        t = self.D.ShardedTable(ROWS, (3,), init=x, name=self.pname("discard"))
+        b, n = t.row_begin, t.local_rows
+        loss, (du, (dt,)) = ms.value_and_grad(DiscardLoss(t, "scatter_add"), grad_position=1,
+                                              weights=ms.ParameterTuple([t.param]))(
+            Tensor(idx), Tensor(upd), Tensor(coef[b:b + n]))
+        after = self.oracle("ScatterAdd", x, gidx, gupd)
+        if not same(t.full(), after):
+            failures.append("discarded result: the table differs from the oracle")
+        want_loss = np.float32((after[b:b + n] * coef[b:b + n]).sum(dtype=np.float32))
+        if not np.isclose(loss.asnumpy(), want_loss, rtol=1e-5):
+            failures.append(f"discarded result: loss {loss.asnumpy()} != {want_loss}")
+        if not same(dt.asnumpy(), coef[b:b + n]):
+            failures.append("discarded result: d shard != the loss's weights")
+        # d updates: what the unsharded path gives one process for the concatenated batch
+        import ms_scatter  # pylint: disable=import-outside-toplevel
+        whole = Parameter(Tensor(x), name=self.pname("discard_whole"))
+        holder = nn.Cell()
+        holder.param = whole
+        holder.scatter_add = lambda i, u: ms_scatter.scatter_add(whole, i, u)
+        ref_du = ms.grad(DiscardLoss(holder, "scatter_add"), grad_position=1)(
+            Tensor(gidx.reshape(-1, 3)), Tensor(gupd.reshape(-1, 3, 3)), Tensor(coef)).asnumpy()
+        want_du = ref_du if self.single else ref_du.reshape(WORLD, 2, 3, 3)[self.rank]
+        if not same(du.asnumpy(), want_du):
+            failures.append(f"discarded result: d updates differ from one process's\n{du.asnumpy()}\n{want_du}")
+        if mode == "PYNATIVE":
+            bad_rank = 0 if self.single else 1
+            nidx, nupd = self.my_batch("ScatterNd", "Mul", "float32", 103)
+            if self.rank == bad_rank:
+                nidx = nidx.copy()
+                nidx[2, 1] = 7  # a row of 3 elements
+            m = self.D.ShardedTable(ROWS, (3,), init=table("float32", 104, "Mul"), name=self.pname("bad2"))
+            before = m.param.asnumpy().copy()
+            try:
+                ms.grad(DiscardLoss(m, "scatter_nd_mul"), grad_position=1)(
+                    Tensor(nidx), Tensor(nupd), Tensor(coef[m.row_begin:m.row_begin + m.local_rows]))
+                failures.append("bad second component under a gradient: no error")
+            except ScatterIndexError:
+                pass
+            except Exception as err:  # pylint: disable=broad-except
+                failures.append(f"bad second component under a gradient: {type(err).__name__}: {err}")
+            if not same(m.param.asnumpy(), before):
+                failures.append("bad second component under a gradient: written although the call failed")
+            # the process goes on: a graph with our custom-bprop Cells still compiles and runs
+            ms.set_context(mode=ms.GRAPH_MODE)
+            t2 = self.D.ShardedTable(ROWS, (3,), init=x, name=self.pname("after"))
+            ms.grad(DiscardLoss(t2, "scatter_add"), grad_position=1)(
+                Tensor(idx), Tensor(upd), Tensor(coef[t2.row_begin:t2.row_begin + t2.local_rows]))
+            if not same(t2.full(), after):
+                failures.append("after the error: a GRAPH gradient step gave a wrong table")
+            ms.set_context(mode=ms.PYNATIVE_MODE)
+        return failures
+
     def train(self, mode):
         steps, dim, lr = 3, 4, 0.5
         rng = np.random.default_rng(123)
@@ -485,6 +562,7 @@ class Run:
             self.check("lookup", self.lookup, mode)
             self.check("grads", self.grads, mode)
             self.check("errors", self.errors, mode)
+            self.check("promises", self.promises, mode)
             self.check("train", self.train, mode)
         with open(os.path.join(self.out, f"{self.name}.json"), "w") as f:
             json.dump({"results": self.results, "times": self.times, "rank": self.rank, "size": self.size}, f)

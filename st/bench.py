@@ -4,6 +4,7 @@
     python -m st.bench --quick         # small and medium workloads, fewer reps (~1-2 min)
     python -m st.bench --only embedding --ops scatter_add --dtypes float32
     python -m st.bench --chart bench.png --json bench.json
+    python -m st.bench --variants      # each CPU library variant's kernel against -march=native (~1-2 min)
 
 Speed is shown as ratios against anchors measured in the same run (the built-in kernels,
 numpy, PyTorch, JAX and a memory-copy probe), never asserted. All implementations of
@@ -187,7 +188,7 @@ def ms_modules():
     if _ms is None:
         import mindspore as ms
         from mindspore import Parameter, Tensor, nn, ops
-        from mindspore.graph.api import _pynative_executor
+        from ms_scatter._compat import _pynative_executor
 
         import ms_scatter
         _ms = (ms, ops, nn, Parameter, Tensor, _pynative_executor.sync, ms_scatter)
@@ -972,6 +973,11 @@ def parse_args(argv=None):
                    help="pause before each sample so that the previous implementation's worker threads "
                         "(OpenMP, XLA, MindSpore, ours) stop spinning (default 0.005 s)")
     p.add_argument("--no-check", action="store_true", help="skip the kernel-vs-oracle check of small cases")
+    p.add_argument("--variants", action="store_true",
+                   help="time the scatter_add kernel of each CPU library variant against a -march=native build "
+                        "(st/_bench_variants.py) instead of the implementations")
+    p.add_argument("--threads", type=int, default=1, help="--variants: kernel threads in every library (default 1)")
+    p.add_argument("--rebuild-native", action="store_true", help="--variants: rebuild the native library")
     p.add_argument("--watchdog", type=float, default=900, metavar="S",
                    help="abort with a traceback if one case takes more than S seconds (default 900)")
     args = p.parse_args(argv)
@@ -987,6 +993,10 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.variants:
+        from . import _bench_variants
+        _bench_variants.run(args)
+        return 0
     start = time.perf_counter()
     # OpenMP threads (torch's) that busy-wait after each call steal the 2 cores from
     # whatever runs next (and from themselves when other processes load the machine):

@@ -14,6 +14,9 @@ PYNATIVE and GRAPH mode in each process).
 * errors: an out-of-range index on rank 1 only fails the call on both ranks and neither
   writes (replicated, sharded, lookup; in PYNATIVE also a bad second component and an
   integer zero divisor), and the cluster works afterwards;
+* the one in-place path's promises on shards: a discarded result under value_and_grad
+  (both modes), and under a gradient a bad second component raises the documented error,
+  writes nothing and leaves the process able to compile gradient graphs;
 * training: 3 steps (sharded embedding lookup + its gradient + SGD, a sharded running
   max, a replicated count) equal on both ranks, in the single-process run and in numpy.
 

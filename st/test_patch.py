@@ -334,17 +334,35 @@ def test_nothing_changes_without_patch_and_later_imports_are_patched(tmp_path):
 
 
 def test_site_table_matches_the_installed_wheel(tmp_path):
-    """ops/_patch_sites.py is what the introspection of every module of this MindSpore
-    finds (regenerate with python -m ms_scatter.patch --write-sites PATH)."""
+    """ops/_patch_sites.py holds, for this MindSpore release, what the introspection of every
+    module of its wheel finds (regenerate with python -m ms_scatter.patch --write-sites PATH
+    on each release), and the tables of the other releases are kept as they were."""
     path = tmp_path / "sites.py"
     proc = subprocess.run([sys.executable, "-m", "ms_scatter.patch", "--write-sites", str(path)], cwd=tmp_path,
                           env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0, proc.stderr[-4000:]
     namespace = {}
     exec(path.read_text(), namespace)  # noqa: S102 - our own generated table
-    from ms_scatter._patch_sites import SITES
-    assert namespace["SITES"] == SITES
-    assert len(SITES) >= 150 and {s[2] for s in SITES} == {"class", "function", "instance", "method"}
+    from ms_scatter._patch_sites import SITES, VERSIONS
+    key = _patch.release_key()
+    assert key in SITES, f"no site table for MindSpore {ms.__version__}: run --write-sites on it"
+    assert _patch.release_key(VERSIONS[key]) == key
+    assert namespace["SITES"][key] == SITES[key]
+    assert {k: v for k, v in namespace["SITES"].items() if k != key} == {k: v for k, v in SITES.items() if k != key}
+    assert _patch.table_key(SITES) == key
+    for table in SITES.values():
+        assert len(table) >= 150 and {s[2] for s in table} == {"class", "function", "instance", "method"}
+        assert table == sorted(table, key=lambda s: (s[0], s[1])) and len(set(table)) == len(table)
+
+
+def test_site_table_choice():
+    """The running release's table; a release without one takes the newest older table."""
+    tables = {"2.7": [], "2.8": [], "2.10": []}
+    assert _patch.table_key(tables, "2.8") == "2.8"
+    assert _patch.table_key(tables, "2.9") == "2.8"
+    assert _patch.table_key(tables, "2.11") == "2.10"
+    assert _patch.table_key(tables, "2.6") == "2.7"
+    assert _patch.release_key("2.10.0") == "2.10" and _patch.release_key("2.7.1.post1") == "2.7"
 
 
 def test_patch_is_a_callable_module_and_a_launcher(tmp_path):

@@ -65,20 +65,27 @@ def load_source_modules(repo, library):
 
 
 class Driver:
-    def __init__(self, library, repo):
+    """library None: no library is loaded here; the cases (oracle_cases, thread_cases) are
+    run elsewhere and their results given to verify (tests/test_aarch64.py). value_dtypes:
+    default every dtype but bfloat16."""
+
+    def __init__(self, library, repo, value_dtypes=None):
         self.repo = repo
-        self.library = os.path.abspath(library)
+        self.library = os.path.abspath(library) if library else None
         self.infer, self.T = load_source_modules(repo, self.library)
-        self.lib = self.T.kernel_library(self.library)
-        self.lib.ms_scatter_last_error.restype = ctypes.c_int
-        self.lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int,
-                                                   ctypes.POINTER(ctypes.c_ulonglong)]
-        self.lib.ms_scatter_num_threads.restype = ctypes.c_int
-        self.lib.ms_scatter_set_num_threads.argtypes = [ctypes.c_int]
+        self.lib = None
+        if self.library:
+            self.lib = self.T.kernel_library(self.library)
+            self.lib.ms_scatter_last_error.restype = ctypes.c_int
+            self.lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int,
+                                                       ctypes.POINTER(ctypes.c_ulonglong)]
+            self.lib.ms_scatter_num_threads.restype = ctypes.c_int
+            self.lib.ms_scatter_set_num_threads.argtypes = [ctypes.c_int]
         self.ops = [f + r for f in self.infer.FAMILIES for r in self.infer.REDUCTIONS]
         # bfloat16 has no numpy dtype without MindSpore's (not imported here): its kernels are
         # the float16 templates with another conversion, checked by tests/test_kernels.py
-        self.value_dtypes = tuple(d for d in self.infer.VALUE_DTYPES if d != "bfloat16")
+        self.value_dtypes = tuple(value_dtypes) if value_dtypes is not None else \
+            tuple(d for d in self.infer.VALUE_DTYPES if d != "bfloat16")
         self.calls = 0
         self.failures = []
 
@@ -111,6 +118,8 @@ class Driver:
         a, b = np.asarray(a), np.asarray(b)
         if a.dtype != b.dtype or a.shape != b.shape:
             return False
+        if a.dtype.name == "bfloat16":  # exact in float32
+            a, b = a.astype(np.float32), b.astype(np.float32)
         if a.dtype.kind != "f":
             return np.array_equal(a, b)
         if not np.array_equal(a, b, equal_nan=True):
@@ -130,15 +139,22 @@ class Driver:
 
     def check(self, op, output, x, indices, updates, what):
         """One call against the oracle: code, result, output contract, inputs untouched."""
-        code, want = self.expected(op, x, indices, updates)
         x0, i0, u0 = x.tobytes(), indices.tobytes(), updates.tobytes()
         rc, x_after, out = self.call(op, x, indices, updates, output)
+        if x.tobytes() != x0 or indices.tobytes() != i0 or updates.tobytes() != u0:
+            self.fail(f"{what} {op}/{output}: caller's arrays modified")
+        self.verify(op, output, x, indices, updates, what, rc, x_after, out,
+                    self.last_error()[1] if rc else "")
+
+    def verify(self, op, output, x, indices, updates, what, rc, x_after, out, message):
+        """The result of one call (code, input_x after it, output; the library's message when it
+        failed) against the oracle and the entry's output contract."""
+        code, want = self.expected(op, x, indices, updates)
+        x0 = x.tobytes()
         tag = f"{what} {op}/{output} x{x.shape}:{x.dtype} i{indices.shape}:{indices.dtype} u{updates.shape}"
         if rc != code:
-            self.fail(f"{tag}: code {rc}, expected {code}: {self.last_error()[1]}")
+            self.fail(f"{tag}: code {rc}, expected {code}: {message}")
             return
-        if x.tobytes() != x0 or indices.tobytes() != i0 or updates.tobytes() != u0:
-            self.fail(f"{tag}: caller's arrays modified")
         if code:
             if x_after.tobytes() != x0:
                 self.fail(f"{tag}: input_x written by a failing call (code {code})")
@@ -154,13 +170,13 @@ class Driver:
             self.fail(f"{tag}: bad token")
 
     def values(self, rng, shape, dtype, reduction, special):
-        v = self.T._values(rng, shape, np.dtype(dtype), reduction)
+        dt = self.T.np_dtype(dtype)
+        v = self.T._values(rng, shape, dt, reduction)
         if special and v.size:
-            dt = np.dtype(dtype)
-            if dt.kind == "f":
-                fi = np.finfo(dt)
+            if self.T.is_float(dt):
+                fi = np.finfo(dt if dt.kind == "f" else np.float32)  # bfloat16: float32's, rounded
                 pool = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, fi.max, fi.min, fi.tiny,
-                                 fi.smallest_subnormal, -fi.smallest_subnormal], dt)
+                                 fi.smallest_subnormal, -fi.smallest_subnormal], fi.dtype).astype(dt)
             else:
                 ii = np.iinfo(dt)
                 pool = np.array([ii.min, ii.max, 0, 1, ii.max - 1] + ([-1, ii.min + 1] if ii.min else []), dt)
@@ -197,7 +213,9 @@ class Driver:
                           ((3, 0), 1, [(4,)]), ((0, 3), 1, [(2,), (0,)])],
     }
 
-    def section_oracle(self):
+    def oracle_cases(self):
+        """(op, output, x, indices, updates, what): every entry point x value dtype x index
+        dtype x the shape classes of CASES, with and without special values."""
         for op in self.ops:
             family, reduction = self.T.split_op(op)
             for output, dtype, index_dtype in itertools.product(
@@ -210,7 +228,11 @@ class Driver:
                             idx = self.indices_for(rng, x_shape, depth, batch, index_dtype, family)
                             upd_shape = tuple(batch) + tuple(x_shape[depth:])
                             upd = self.values(rng, upd_shape, dtype, reduction, special)
-                            self.check(op, output, x, idx, upd, "oracle")
+                            yield op, output, x, idx, upd, "oracle"
+
+    def section_oracle(self):
+        for case in self.oracle_cases():
+            self.check(*case)
 
     def section_errors(self):
         for op in self.ops:
@@ -321,7 +343,7 @@ class Driver:
         the indices on 8 hot rows (duplicates)."""
         family, reduction = self.T.split_op(op)
         work, span = self.thresholds()
-        item = np.dtype(dtype).itemsize
+        item = self.T.np_dtype(dtype).itemsize
         n = 256
         slice_ = max(1, work // n)
         rows = max(16, -(-2 * span // (slice_ * item)))
@@ -338,7 +360,7 @@ class Driver:
             idx = np.stack(np.unravel_index(flat, x_shape[:2]), axis=-1).astype(index_dtype)
         x = self.values(rng, x_shape, dtype, reduction, True)
         upd = self.values(rng, (n,) + x_shape[depth:], dtype, reduction, True)
-        if reduction == "Div" and np.dtype(dtype).kind != "f":
+        if reduction == "Div" and not self.T.is_float(dtype):
             upd[upd == 0] = 1
         return x, idx, upd
 
@@ -390,20 +412,26 @@ class Driver:
                 if err is not None or got != ((1,) if output == "token" else (-2,)):
                     self.fail(f"infer-shape {entry} unknown ranks: {got} {err!r}")
 
+    def thread_cases(self):
+        """(op, dtype, order, output, x, indices, updates) that take the multi-thread path: the
+        float16 grouped path on six operators of the three families, and two operators per
+        other value dtype, on random and sorted indices."""
+        ops = ["ScatterAdd", "ScatterDiv", "ScatterNdMax", "ScatterNdAdd", "TensorScatterUpdate",
+               "TensorScatterSub"]
+        cases = [(op, "float16") for op in ops]  # float16: the grouped path, every op
+        for i, dtype in enumerate(d for d in self.value_dtypes if d != "float16"):
+            cases += [(ops[(2 * i) % len(ops)], dtype), (ops[(2 * i + 1) % len(ops)], dtype)]
+        for (op, dtype), order in itertools.product(cases, ("random", "sorted")):
+            index_dtype = "int32" if (len(op) + len(dtype)) % 2 else "int64"
+            x, idx, upd = self.big_case(op, dtype, index_dtype, order, self.rng("threads", op, dtype, order))
+            yield op, dtype, order, self.outputs(op)[-1], x, idx, upd
+
     def section_threads(self):
         tasks_before = len(os.listdir("/proc/self/task"))
         saved = self.lib.ms_scatter_num_threads()
         work, _ = self.thresholds()
         try:
-            ops = ["ScatterAdd", "ScatterDiv", "ScatterNdMax", "ScatterNdAdd", "TensorScatterUpdate",
-                   "TensorScatterSub"]
-            cases = [(op, "float16") for op in ops]  # float16: the grouped path, every op
-            for i, dtype in enumerate(d for d in self.value_dtypes if d != "float16"):
-                cases += [(ops[(2 * i) % len(ops)], dtype), (ops[(2 * i + 1) % len(ops)], dtype)]
-            for (op, dtype), order in itertools.product(cases, ("random", "sorted")):
-                index_dtype = "int32" if (len(op) + len(dtype)) % 2 else "int64"
-                x, idx, upd = self.big_case(op, dtype, index_dtype, order, self.rng("threads", op, dtype, order))
-                output = self.outputs(op)[-1]
+            for op, dtype, order, output, x, idx, upd in self.thread_cases():
                 code, want = self.expected(op, x, idx, upd)
                 results = []
                 for threads in (1, 2):

@@ -6,6 +6,7 @@ per-case seeded generators, a bit-exact comparison, a caller that keeps 0-d arra
 and family-aware index builders for the hand-written policy cases.
 """
 import ctypes
+import os
 import zlib
 
 import numpy as np
@@ -13,6 +14,11 @@ import pytest
 
 import ms_scatter
 from ms_scatter.testing import call_kernel, entry_name, kernel_library, split_op
+
+
+def pytest_report_header(config):
+    """Which build of the CPU library these tests run (tests/test_cpu_variants.py reads it)."""
+    return f"ms_scatter CPU variant: {ms_scatter.cpu_variant()} ({os.path.basename(ms_scatter.CPU_LIBRARY)})"
 
 
 def _rng_for(case_id):

@@ -26,6 +26,10 @@ MSS_HALF_HD float half_to_float(half_t h) {
   _Float16 f;  // the compiler vectorises _Float16 conversions (vcvtph2ps)
   std::memcpy(&f, &h.bits, sizeof f);
   return static_cast<float>(f);
+#elif defined(__aarch64__)
+  __fp16 f;  // IEEE binary16 on AArch64: fcvt, baseline ARMv8-A (GCC 12's C++ has no _Float16 there)
+  std::memcpy(&f, &h.bits, sizeof f);
+  return static_cast<float>(f);
 #else
   const uint32_t sign = static_cast<uint32_t>(h.bits & 0x8000u) << 16;
   uint32_t exp = (h.bits >> 10) & 0x1fu;
@@ -57,6 +61,9 @@ MSS_HALF_HD half_t float_to_half(float v) {
   __half_raw r = __half_raw(__float2half_rn(v)); h.bits = r.x;
 #elif defined(__F16C__) && defined(__FLT16_MAX__)
   const _Float16 f = static_cast<_Float16>(v);  // round to nearest even
+  std::memcpy(&h.bits, &f, sizeof f);
+#elif defined(__aarch64__)
+  const __fp16 f = static_cast<__fp16>(v);  // fcvt, round to nearest even (FPCR's default mode)
   std::memcpy(&h.bits, &f, sizeof f);
 #else
   uint32_t f;
