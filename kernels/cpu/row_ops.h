@@ -87,6 +87,13 @@ inline void narrow_scalar(const Acc<T> *__restrict src, T *__restrict dst, int64
       _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + j),
                        _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   }
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+  if constexpr (std::is_same<T, half_t>::value) {
+    for (; j + 4 <= n; j += 4) {  // fcvtn: 4 lanes, rounding to nearest even
+      const uint16x4_t h = vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + j)));
+      std::memcpy(dst + j, &h, sizeof h);
+    }
+  }
 #endif
   for (; j < n; ++j) dst[j] = from_acc<T>(src[j]);
 }
