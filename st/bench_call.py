@@ -39,7 +39,7 @@ def main(argv=None):
 
     import mindspore as ms
     from mindspore import Parameter, Tensor, ops
-    from mindspore.graph.api import _pynative_executor
+    from ms_scatter._compat import _pynative_executor
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     import ms_scatter
     from ms_scatter import _ascend, _kernel
