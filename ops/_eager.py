@@ -62,7 +62,11 @@ class DirectCall:
         self.op_name = op_name
         self.library = library
         self.token_entry = token
-        self.fn = getattr(ctypes.CDLL(library), entry)
+        lib = ctypes.CDLL(library)
+        # without argtypes (0.56 instead of 1.3 us a call): for the prepared ctypes arrays of signature()
+        self.raw_fn = lib[entry]
+        self.raw_fn.restype = ctypes.c_int
+        self.fn = lib[entry]
         self.fn.restype = ctypes.c_int
         self.fn.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_int),
                             ctypes.POINTER(_INT_P), ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
@@ -70,7 +74,7 @@ class DirectCall:
         self.token = np.zeros(1, np.int32)
         self._memo = {}
 
-    def _signature(self, shapes, dtypes):
+    def signature(self, shapes, dtypes):
         """(params, ndims, shapes, dtypes) ctypes arrays for these shapes and dtypes, kept."""
         key = (shapes, dtypes)
         hit = self._memo.get(key)
@@ -110,7 +114,7 @@ class DirectCall:
                 copy = np.ascontiguousarray(_byte_view(t))
                 keep.append(copy)
                 ptrs.append(copy.ctypes.data)
-        params, ndims, shapes, names, _ = self._signature(
+        params, ndims, shapes, names, _ = self.signature(
             (tuple(x.shape), tuple(indices.shape), tuple(updates.shape)), dtype_names)
         params[0], params[1], params[2] = ptrs
         if out is not None:

@@ -53,11 +53,12 @@ class FunctionPath(GraphMethod):
     __ms_class__ = True
     __parse_method__ = GRAPH_METHOD
 
-    def __init__(self, aot, ascend, ascend_selected, check=None):
+    def __init__(self, aot, ascend, ascend_selected, check=None, eager=None):
         self._aot = aot
         self._check = check  # of a Python call's inputs, before either path
         self._ascend = ascend
         self._ascend_selected = ascend_selected
+        self._eager = eager  # a PYNATIVE call in one step, or None where it needs a path (ScatterKernel.eager_call)
 
     def __getattr__(self, name):
         # resolved by MindSpore's parser when it parses _ms_graph_method (a property would be
@@ -67,6 +68,10 @@ class FunctionPath(GraphMethod):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __call__(self, input_x, indices, updates):
+        if self._eager is not None:
+            out = self._eager(input_x, indices, updates)
+            if out is not None:
+                return out
         if self._check is not None:
             self._check(input_x, indices, updates)
         if self._ascend_selected():

@@ -30,7 +30,7 @@ from . import _ascend, _eager, _grad, infer
 from ._memory import aligned_empty
 from ._graph import GraphMethod, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
-                   raise_kernel_error)
+                   raise_code, raise_kernel_error)
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
 # implicit conversion would name the op "primitive[Custom]"; the in-place functions
@@ -43,6 +43,17 @@ IN_PLACE_SIGNATURE = (
 _ARG_NAMES = ("input_x", "indices", "updates")
 _TOKEN = Tensor([0], mstype.int32)  # what a direct in-place kernel call returns
 
+
+try:  # the executor's and the tensor's own entry points (each Python wrapper costs a call)
+    from mindspore._c_expression import TensorPy as _TensorPy
+    _sync = _pynative_executor._executor.sync
+    _requires_grad = _pynative_executor._executor.requires_grad
+    _data_ptr = _TensorPy._data_ptr
+except (ImportError, AttributeError):  # pragma: no cover - other MindSpore versions
+    _sync, _requires_grad = _pynative_executor.sync, _pynative_executor.requires_grad
+
+    def _data_ptr(tensor):
+        return tensor.data_ptr()
 
 _DIRECT_OUTPUT_BYTES = 32 << 20
 
@@ -174,6 +185,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
             self._library == CPU_LIBRARY and not sharded and (token or family == "TensorScatter")
             and graph not in ("static", "dynamic")) else None
         self._check_memo = {}
+        self._fast = {}  # eager_call's plans, by types, shapes and dtypes
         self._graph = graph
         self._setup_args = (op_name, family, entry, token, side_effect, bprop, sharded)
         if graph == "dispatch" and func_type == "aot":
@@ -261,7 +273,66 @@ class ScatterKernel(GraphMethod, ops.Custom):
             self._check_memo[key] = names
         return names
 
+    _FAST_MEMO_SIZE = 64
+
+    def eager_call(self, input_x, indices, updates):
+        """A PYNATIVE call of this kernel on the CPU in one step, what the in-place functions
+        and primitives (their result: the updated input_x) and the TensorScatter ones (a new
+        output) return, for a signature (the three inputs' types, shapes and dtypes) whose
+        first call has passed every check of the full path (_remember). Each call still
+        checks what can change between calls with the same signature: data (has_init), a
+        gradient being recorded, a jit trace, the device target, contiguity. Returns None
+        where the full path must run (it then raises, converts, copies or launches)."""
+        try:  # keyed by types and shapes, the dtypes compared by identity (hashing a dtype costs 0.3 us)
+            plan = self._fast.get((type(input_x), type(indices), type(updates), input_x.shape, indices.shape,
+                                   updates.shape))
+            if (plan is None or plan[0] is not input_x.dtype or plan[1] is not indices.dtype
+                    or plan[2] is not updates.dtype):
+                return None
+        except (AttributeError, TypeError):  # not tensors, or unhashable shapes
+            return None
+        if (input_x.has_init or indices.has_init or updates.has_init or _requires_grad()
+                or trace_context() is not None or not _ascend.host_direct()
+                or not (input_x.is_contiguous() and indices.is_contiguous() and updates.is_contiguous())):
+            return None
+        _, _, _, (params, ndims, shapes, names, _), sizes, shared, out_dtype = plan
+        with _PYNATIVE_LOCK:
+            _sync()
+            params[0] = x_ptr = _data_ptr(input_x) if sizes[0] else 0
+            params[1] = _data_ptr(indices) if sizes[1] else 0
+            params[2] = _data_ptr(updates) if sizes[2] else 0
+            out = None
+            if out_dtype is not None:
+                out = _empty_like(input_x, out_dtype)
+                params[3] = _data_ptr(out) if sizes[0] else 0
+            rc = self._direct.raw_fn(4, params, ndims, shapes, names, None, None)
+            if rc:
+                raise_code(self._library, rc)
+        if out is not None:
+            return out
+        return _shared_result(input_x, x_ptr or None) if shared else input_x
+
+    def _remember(self, input_x, indices, updates, names):
+        """After a full-path direct call that converted nothing: eager_call's plan for its signature."""
+        if self._token:
+            out_dtype = None
+        elif _direct_output_ok(input_x):
+            out_dtype = names[0]
+        else:
+            return
+        if len(self._fast) >= self._FAST_MEMO_SIZE:
+            self._fast.clear()
+        key = (type(input_x), type(indices), type(updates), input_x.shape, indices.shape, updates.shape)
+        sig = self._direct.signature((tuple(input_x.shape), tuple(indices.shape), tuple(updates.shape)), names)
+        sizes = tuple(math.prod(t.shape) > 0 for t in (input_x, indices, updates))
+        self._fast[key] = (input_x.dtype, indices.dtype, updates.dtype, sig, sizes, isinstance(input_x, Parameter),
+                           out_dtype)
+
     def __call__(self, *args, **kwargs):
+        if not self._token and not kwargs and len(args) == 3 and self._direct is not None and self._hybrid is None:
+            out = self.eager_call(*args)  # a TensorScatter call on the CPU, its signature seen before
+            if out is not None:
+                return out
         if not self._sharded:  # a row-shard kernel takes a 4th input (ops/distributed.py)
             args = bind_arguments(self.op_name, args, kwargs)
         if self._hybrid is not None:
@@ -274,6 +345,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
         with _PYNATIVE_LOCK:
             if not self._token:  # the in-place family checks at its entry points
                 check_eager_inputs(self.op_name, *args[:3])
+            given = args[2]
             args = self._convert(*args)
             tracing = trace_context()
             if tracing is not None and self._token:
@@ -283,12 +355,17 @@ class ScatterKernel(GraphMethod, ops.Custom):
             if (self._direct is not None and tracing is None and isinstance(args[1], Tensor)
                     and isinstance(args[2], Tensor) and _ascend.device_target() == "CPU"):
                 if self._token:
-                    self._direct(*args, self._check_direct(*args))
+                    names = self._check_direct(*args)
+                    self._direct(*args, names)
+                    if args[2] is given:
+                        self._remember(*args, names)
                     return _TOKEN
                 if not _pynative_executor.requires_grad() and _direct_output_ok(args[0]):
                     names = self._check_direct(*args)
                     out = _empty_like(args[0], names[0])
                     self._direct(*args, names, out=out)
+                    if args[2] is given:
+                        self._remember(*args, names)
                     return out
             before = error_count(self._library)
             waits = self._caller_waits
@@ -368,18 +445,20 @@ _SHARED_RESULTS = {}  # id(Parameter) -> (weak reference to it, the Tensor shari
 _SHARED_RESULTS_SIZE = 1024
 
 
-def _shared_result(param):
+def _shared_result(param, ptr=None):
     """A Tensor sharing the Parameter's memory, as the built-ins return; kept per Parameter
     and storage (creating one costs ~4 us, a quarter of a tiny PYNATIVE call), so repeated
-    calls on one Parameter return the same object, whose values are the Parameter's."""
-    try:
-        ptr = param.data_ptr()
-    except (RuntimeError, TypeError, ValueError):  # a tensor without a data pointer here: no keeping
-        return Tensor(param)
+    calls on one Parameter return the same object, whose values are the Parameter's.
+    `ptr`: the Parameter's data pointer where the caller has just read it."""
+    if ptr is None:
+        try:
+            ptr = param.data_ptr()
+        except (RuntimeError, TypeError, ValueError):  # a tensor without a data pointer here: no keeping
+            return Tensor(param)
     hit = _SHARED_RESULTS.get(id(param))
     if hit is not None:
         ref, out = hit
-        if ref() is param and out.data_ptr() == ptr and out.shape == param.shape and out.dtype == param.dtype:
+        if ref() is param and _data_ptr(out) == ptr and out.shape == param.shape and out.dtype is param.dtype:
             return out
     out = Tensor(param)
     if len(_SHARED_RESULTS) >= _SHARED_RESULTS_SIZE:

@@ -45,6 +45,7 @@ class _InPlaceScatter(ScatterKernel):
     __mindspore_signature__ = IN_PLACE_SIGNATURE
     _op = _family = _reduction = None
     _function = None  # the functional form's aot path (Python and graphs), set when the class is made
+    _token_kernel = None  # its in-place kernel (the PYNATIVE fast path: ScatterKernel.eager_call)
 
     def __init__(self, use_locking=False):
         infer.check_use_locking(self._op, use_locking)
@@ -58,6 +59,10 @@ class _InPlaceScatter(ScatterKernel):
             run_in_graphs_as(self, type(self)._function)
 
     def __call__(self, *args, **kwargs):
+        if self._hybrid is None and not kwargs and len(args) == 3:
+            out = self._token_kernel.eager_call(*args)  # the common CPU call, its signature seen before
+            if out is not None:
+                return out
         args = bind_arguments(self._op, args, kwargs)
         check_eager_inputs(self._op, *args)
         if self._hybrid is not None:
@@ -116,9 +121,12 @@ def _make(family, reduction):
         aot = _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, family == "Scatter",
                                       in_place_updates)
     cls._function = staticmethod(aot)  # what an instance compiles as in a graph (ops/_graph.py)
+    if family != "TensorScatter":
+        cls._token_kernel = kernel
     # the function's path, chosen per Python call and per compile: ops/_graph.py
     path = FunctionPath(aot, _ascend.AscendOp(op, family, kernel._convert), _ascend.use_ascend_path,
-                        None if family == "TensorScatter" else functools.partial(check_eager_inputs, op))
+                        None if family == "TensorScatter" else functools.partial(check_eager_inputs, op),
+                        eager=kernel.eager_call if kernel._direct is not None else None)
 
     def function(input_x, indices, updates):
         return path(input_x, indices, updates)

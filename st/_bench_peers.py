@@ -200,3 +200,39 @@ def copy_maker(case):
     def call():
         np.copyto(dst, src)
     return call
+
+
+def rmw_maker(case, arrays):
+    """The access probe (the CPU library's ms_scatter_probe_rmw, not an operator): the kernel's
+    traffic on the kernel's own buffers (arrays = (x, indices, updates, out)) without the
+    reduction, on the thread count the kernel's last call ran on."""
+    import ctypes  # pylint: disable=import-outside-toplevel
+
+    from ms_scatter.testing import kernel_library  # pylint: disable=import-outside-toplevel
+    lib = kernel_library()
+    probe = getattr(lib, "ms_scatter_probe_rmw", None)
+    if probe is None:
+        raise Skip("rmw: this kernel library has no access probe")
+    last = lib.ms_scatter_last_threads
+    last.restype = ctypes.c_int
+    probe.restype = ctypes.c_int
+    threads = last()
+    x, idx, upd, out = arrays
+    tensor = out is not None
+    if not tensor:
+        out = np.zeros(1, np.int32)
+    keep = [x, idx, upd, out]
+    params = (ctypes.c_void_p * 4)(*[a.ctypes.data for a in keep])
+    ndims = (ctypes.c_int * 4)(*[a.ndim for a in keep])
+    shape_bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in keep]
+    shapes = (ctypes.POINTER(ctypes.c_int64) * 4)(*[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64))
+                                                    for b in shape_bufs])
+    dtypes = (ctypes.c_char_p * 4)(*[a.dtype.name.encode() for a in keep])
+
+    def call():
+        rc = probe(threads, int(tensor), 4, params, ndims, shapes, dtypes)
+        if rc:
+            raise RuntimeError(f"ms_scatter_probe_rmw returned {rc}")
+    call.keep_alive = (keep, shape_bufs)
+    call.threads = threads
+    return call

@@ -15,6 +15,9 @@ Implementations (columns):
   kernel   ms_scatter's kernel called directly on numpy buffers (testing.KernelCall:
            ctypes, no copies, no framework) - the kernel's own time
   kern-1t  the same on one thread (shown when the library has a thread pool with more)
+  kern-16  the kernel on input_x's buffer 16 bytes further on (the same allocation: the
+           same pages) with indices and updates also 16 bytes off a line, as MindSpore's
+           CPU tensors are placed: what that alignment costs the same kernel
   ours-py  ms_scatter primitive in PYNATIVE_MODE (the call waits for its kernel)
   ours-gP  ms_scatter primitive in a GRAPH_MODE Cell (in place: runs the functional
            form, O(updates))
@@ -30,6 +33,11 @@ Implementations (columns):
   torch    index_add_ / scatter_reduce_('amin') / scatter_reduce('amax') (CPU, eager)
   jax      jitted x.at[i].add/min/max, block_until_ready (x donated for the in-place ops)
   copy     numpy copy of the byte count the scatter must touch (bandwidth probe)
+  rmw      the access probe: the kernel's own traffic without the reduction (the CPU
+           library's ms_scatter_probe_rmw: indices read and checked, each update row XORed
+           into its destination row in index order, in the engine's loop, on the thread count
+           the kernel ran on; tensor_scatter_max: input_x copied first), the limit of the
+           access pattern
 
 Bytes a scatter must touch: updates + indices + 2 x (distinct destination rows) for the
 in-place ops (each such row read and written), updates + indices + 2 x input_x for
@@ -85,9 +93,10 @@ DTYPES = ("float32", "float16", "bfloat16")
 OURS_PRIM = {"scatter_add": "ScatterAdd", "scatter_min": "ScatterMin", "tensor_scatter_max": "TensorScatterMax"}
 
 IMPLS = [  # (column, mode it runs in: None = no MindSpore, "py" or "graph")
-    ("kernel", None), ("kern-1t", None), ("ours-py", "py"), ("ours-gP", "graph"), ("ours-gF", "graph"),
-    ("cell-0", "graph"), ("cell-e", "graph"),
+    ("kernel", None), ("kern-1t", None), ("kern-16", None), ("ours-py", "py"), ("ours-gP", "graph"),
+    ("ours-gF", "graph"), ("cell-0", "graph"), ("cell-e", "graph"),
     ("ms-py", "py"), ("ms-g", "graph"), ("numpy", None), ("torch", None), ("jax", None), ("copy", None),
+    ("rmw", None),
 ]
 IMPL_NAMES = [name for name, _ in IMPLS]
 IMPL_MODE = dict(IMPLS)
@@ -128,7 +137,7 @@ class Case:
     op: str
     data: Data
     _ms: dict = field(default_factory=dict)
-    _kernel: dict = field(default_factory=dict)  # the buffer kernel and kern-1t share
+    _kernel: dict = field(default_factory=dict)  # the allocation kernel, kern-1t and kern-16 share
 
     workload = property(lambda self: self.data.workload)
     dtype = property(lambda self: self.data.dtype)
@@ -257,6 +266,18 @@ def _thread_control():
     return get, put
 
 
+def _last_threads():
+    """Threads the kernel library's last call ran on (None: a library without the export)."""
+    import ctypes
+
+    from ms_scatter.testing import kernel_library
+    fn = getattr(kernel_library(), "ms_scatter_last_threads", None)
+    if fn is None:
+        return None
+    fn.restype = ctypes.c_int
+    return fn()
+
+
 def _settle_thread_rule(run):
     """Calls `run` until the automatic thread rule has decided every kind of work it is
     trying (its first calls of a kind try each count, kernels/cpu/thread_rule.h), so that
@@ -269,9 +290,48 @@ def _settle_thread_rule(run):
             return
 
 
-def make_kernel(case, threads=None):
+MISALIGN = 16  # bytes past a 64-byte line: where MindSpore 2.10 places CPU tensors (16, 32 or 48)
+
+
+def kernel_buffer(case, offset=0):
+    """The buffer the kernel writes (x updated in place, or the output), `offset` bytes past a
+    64-byte line. kernel, kern-1t and kern-16 share one allocation, so that their ratios
+    compare thread counts and alignments, not two placements of the same bytes: two copies
+    of 1e6 x 64 float32 ran one thread 0.89-1.04x apart."""
+    if "raw" not in case._kernel:
+        raw = np.empty(case.x.nbytes + 64 + MISALIGN, np.uint8)
+        case._kernel["raw"] = raw
+        case._kernel["start"] = (-raw.ctypes.data) % 64
+    raw, start = case._kernel["raw"], case._kernel["start"] + offset
+    buf = raw[start:start + case.x.nbytes].view(case.x.dtype).reshape(case.x.shape)
+    buf[...] = case.x
+    return buf
+
+
+def _offset_copy(a, offset):
+    raw = np.empty(a.nbytes + 64 + offset, np.uint8)
+    start = (-raw.ctypes.data) % 64 + offset
+    out = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+def kernel_arrays(case, offset=0):
+    """(x, indices, updates, out) of a direct kernel call, the buffers `offset` bytes off a line."""
+    buf = kernel_buffer(case, offset)
+    idx = case.idx if case.in_place else case.idx2
+    upd = case.upd
+    if offset:
+        idx, upd = _offset_copy(idx, offset), _offset_copy(upd, offset)
+    if case.in_place:
+        return buf, idx, upd, None
+    return (_offset_copy(case.x, offset) if offset else case.x), idx, upd, buf
+
+
+def make_kernel(case, threads=None, offset=0):
     """The kernel called directly. `threads`: run it on that many threads (the library's
-    setting is changed around each sample and restored)."""
+    setting is changed around each sample and restored); `offset`: on buffers that many
+    bytes past a 64-byte line."""
     from ms_scatter.testing import KernelCall
     control = None
     if threads is not None:
@@ -280,16 +340,11 @@ def make_kernel(case, threads=None):
             raise Skip("kern-1t: this kernel library has no thread control (single-threaded build)")
         if control[0]() == threads:
             raise Skip(f"kern-1t: the kernel already runs on {threads} thread(s)")
-    # kernel and kern-1t share one buffer (x updated in place, or the output), so that the
-    # pool gain compares thread counts and not two placements of the same bytes: two copies
-    # of 1e6 x 64 float32 ran one thread 0.89-1.04x apart.
-    if "buffer" not in case._kernel:
-        case._kernel["buffer"] = aligned_copy(case.x)
-    buf = case._kernel["buffer"]
+    x, idx, upd, out = kernel_arrays(case, offset)
     if case.in_place:
-        call = KernelCall(OURS_PRIM[case.op], buf, case.idx, case.upd, output="token")
+        call = KernelCall(OURS_PRIM[case.op], x, idx, upd, output="token")
     else:
-        call = KernelCall(OURS_PRIM[case.op], case.x, case.idx2, case.upd, out=buf)
+        call = KernelCall(OURS_PRIM[case.op], x, idx, upd, out=out)
 
     def run():
         rc = call.run()
@@ -297,6 +352,8 @@ def make_kernel(case, threads=None):
             raise RuntimeError(f"kernel {call.entry} returned {rc}")
     if threads is None:
         _settle_thread_rule(run)
+        run()  # (the call that completed the rule's trials may have run a count it did not choose)
+        run.threads = _last_threads()  # what the automatic rule runs this case on
     if control is not None:
         get, put = control
         saved = []
@@ -372,6 +429,8 @@ def make_impl(name, case, args):
         return make_kernel(case)
     if name == "kern-1t":
         return make_kernel(case, threads=1)
+    if name == "kern-16":
+        return make_kernel(case, offset=MISALIGN)
     if name == "ours-py":
         return _pynative(case, _ours(case.op, "primitive"), "bench_ours_py")
     if name == "ours-gP":
@@ -402,6 +461,8 @@ def make_impl(name, case, args):
         return peers.jax_maker(case)
     if name == "copy":
         return peers.copy_maker(case)
+    if name == "rmw":
+        return peers.rmw_maker(case, kernel_arrays(case))
     raise ValueError(name)
 
 
@@ -537,6 +598,7 @@ def run_case(case, args):
             "samples_ms": [s * 1e3 for s in samples[name]],
             "calls_per_sample": inner[name],
             "gbps": case.bytes / med / 1e9,
+            "threads": getattr(runners[name], "threads", None),  # the kernel's and the access probe's
         }
     t_end = time.perf_counter()
     runners.clear()
@@ -561,11 +623,14 @@ RATIOS = [  # (key, header group, column, numerator, denominator); >1 means ours
     ("torch/py", "torch/ours", "py", "torch", "ours-py"),
     ("jax/kernel", "jax/ours", "kern", "jax", "kernel"),
     ("jax/graph", "jax/ours", "graph", "jax", "ours-gF"),
+    ("peer/kernel", "peer/ours", "kern", "peer-best", "kernel"),  # the faster of torch and JAX
+    ("peer/py", "peer/ours", "py", "peer-best", "ours-py"),
     ("pool", "pool", "gain", "kern-1t", "kernel"),  # >1: the kernel's thread pool helps
+    ("align", "16B", "cost", "kern-16", "kernel"),  # >1: MindSpore's 16-byte alignment costs that much
     ("py/kernel", "call/kern", "py", "ours-py", "kernel"),  # what a PYNATIVE call costs over the kernel
     ("graph/cell", "call/kern", "graph", "ours-gF", "cell+kern"),  # a GRAPH Cell over (trivial Cell + kernel)
 ]
-GBPS_COLS = ["copy", "kernel", "ours-py", "ours-gF"]
+GBPS_COLS = ["copy", "rmw", "kernel", "ours-py", "ours-gF"]
 NOISY = 0.5  # a time is marked "~" when its samples' interquartile range exceeds this fraction of the median
 
 
@@ -577,6 +642,9 @@ def _median(results, name):
     if name == "cell+kern":
         a, b = _median(results, "cell-0"), _median(results, "kernel")
         return a + b if a is not None and b is not None else None
+    if name == "peer-best":
+        vals = [v for v in (_median(results, n) for n in ("torch", "jax")) if v is not None]
+        return min(vals) if vals else None
     r = results.get(name)
     return r.get("median_ms") if r else None
 
@@ -647,17 +715,19 @@ def print_tables(op, dtype, rows, out=sys.stdout):
             groups.append([grp, []])
         groups[-1][1].append(col)
     line1 = f"{'':<13}" + "".join(f"{g:^{7 * len(cols)}}" for g, cols in groups) \
-        + f"{'effective GB/s':^{8 * (len(GBPS_COLS) + 1)}}"
+        + f"{'effective GB/s':^{8 * (len(GBPS_COLS) + 2)}}"
     line2 = f"{'workload':<13}" + "".join(f"{c:>7}" for _, cols in groups for c in cols) \
-        + "".join(f"{c:>8}" for c in GBPS_COLS) + f"{'k/copy':>8}"
+        + "".join(f"{c:>8}" for c in GBPS_COLS) + f"{'k/copy':>8}{'k/rmw':>8}"
     print("--- ratios (>1: ours faster) and bandwidth ---", file=out)
     print(line1.rstrip(), file=out)
     print(line2, file=out)
     for w, res, rat, _ in rows:
         cells = "".join(f"{_fmt_ratio(rat[key]):>7}" for key, *_ in RATIOS)
-        gb = [res.get(n, {}).get("gbps") for n in GBPS_COLS]
-        frac = f"{100 * gb[1] / gb[0]:.0f}%" if gb[0] and gb[1] else "-"
-        print(f"{w.name:<13}" + cells + "".join(f"{_fmt_gbps(v):>8}" for v in gb) + f"{frac:>8}", file=out)
+        gb = {n: res.get(n, {}).get("gbps") for n in GBPS_COLS}
+        fracs = [f"{100 * gb['kernel'] / gb[probe]:.0f}%" if gb[probe] and gb["kernel"] else "-"
+                 for probe in ("copy", "rmw")]
+        print(f"{w.name:<13}" + cells + "".join(f"{_fmt_gbps(gb[n]):>8}" for n in GBPS_COLS)
+              + "".join(f"{f:>8}" for f in fracs), file=out)
     for s in dict.fromkeys(notes):
         print(f"  note: {s}", file=out)
     out.flush()
@@ -678,6 +748,75 @@ def print_summary(records, out=sys.stdout):
         lo, hi = min(pairs), max(pairs)
         print(f"  {num:>7} / {den:<8} {geomean([p[0] for p in pairs]):6.2f}   "
               f"[{lo[0]:.2f} {lo[1]} .. {hi[0]:.2f} {hi[1]}]  ({len(pairs)} cases)", file=out)
+
+
+# ---------------------------------------------------------------- targets
+
+# What the speed work aims at (docs/performance.md), checked on this run's ratios: a row per
+# target with its worst case and every case that misses it. Speed is never asserted.
+SORTED_PATTERNS = ("sorted",)
+
+
+def target_checks(records):
+    """[(target, [(value, case, met)])] from the records of one run."""
+    def med(r, name):
+        return _median(r["impls"], name)
+
+    def case(r):
+        return f"{r['op']}/{r['dtype']}/{r['workload']}"
+
+    checks = {}
+
+    def add(target, value, r, met):
+        checks.setdefault(target, []).append((value, case(r), met))
+
+    for r in records:
+        kern, py, peer = med(r, "kernel"), med(r, "ours-py"), med(r, "peer-best")
+        if peer and py:
+            add("PYNATIVE call >= 1.0x the faster of torch and JAX", peer / py, r, peer / py >= 1.0)
+        if peer and kern:
+            add("kernel >= 1.2x the faster of torch and JAX", peer / kern, r, peer / kern >= 1.2)
+        jax = med(r, "jax")
+        if (r["dtype"] == "float32" and r["op"] in ("scatter_add", "tensor_scatter_max")
+                and r["workload"] in ("medium", "large") and jax and py):
+            add("PYNATIVE call >= 1.3x JAX (float32 scatter_add, tensor_scatter_max; medium, large)", jax / py, r,
+                jax / py >= 1.3)
+        if r["workload"] == "tiny" and r["dtype"] == "float32" and py and kern:
+            fixed = (py - kern) * 1e3
+            add("fixed cost of a PYNATIVE call (tiny: ours-py - kernel) <= 8 us", fixed, r, fixed <= 8.0)
+        ms_py = med(r, "ms-py")
+        if r["workload"] == "tiny" and ms_py and py:
+            add("tiny PYNATIVE call >= 2.5x the built-in's (ms-py / ours-py)", ms_py / py, r, ms_py / py >= 2.5)
+        k16 = med(r, "kern-16")
+        if k16 and kern:
+            add("kernel on 16-byte-aligned buffers within 3% of 64-byte-aligned (kern-16 / kernel <= 1.03)",
+                k16 / kern, r, k16 / kern <= 1.03)
+        rmw, copy = med(r, "rmw"), med(r, "copy")
+        if r["workload"] in ("large", "graph") and rmw and kern:
+            add("unsorted large/graph: kernel >= 85% of the access probe's bandwidth (rmw / kernel)", rmw / kern, r,
+                rmw / kern >= 0.85)
+        if r["pattern"] in SORTED_PATTERNS and copy and kern:
+            add("sorted: kernel >= 90% of the copy probe's bandwidth (copy / kernel)", copy / kern, r,
+                copy / kern >= 0.90)
+        one = med(r, "kern-1t")
+        threads = r["impls"].get("kernel", {}).get("threads")
+        if one and kern and threads and threads > 1:  # (on one thread kern-1t is the same call)
+            add("automatic thread count, where it chose more than one, never slower than one thread "
+                "(kern-1t / kernel >= 1)", one / kern, r, one / kern >= 1.0)
+    return list(checks.items())
+
+
+def print_targets(records, out=sys.stdout):
+    print("\n=== targets (docs/performance.md): met in how many cases, the worst, every miss ===", file=out)
+    for target, rows in target_checks(records):
+        met = sum(ok for _, _, ok in rows)
+        smaller_is_better = target.startswith(("fixed", "kernel on 16-byte"))
+        worst = max(rows) if smaller_is_better else min(rows)
+        print(f"  [{'met' if met == len(rows) else 'MISS'}] {target}: {met}/{len(rows)}; worst {worst[0]:.3g} "
+              f"({worst[1]})", file=out)
+        misses = sorted((v, c) for v, c, ok in rows if not ok)
+        if misses:
+            print("      misses: " + ", ".join(f"{c} {v:.3g}" for v, c in misses), file=out)
 
 
 # ---------------------------------------------------------------- machine
@@ -780,6 +919,9 @@ def write_chart(path, records, workloads, ops_, dtypes):
                         ys.append(g)
                 if name == "copy":
                     ax.bar(xs, ys, width, label="copy probe", color="0.85", hatch="//", edgecolor="0.3",
+                           linewidth=0.5)
+                elif name == "rmw":
+                    ax.bar(xs, ys, width, label="access probe (rmw)", color="0.65", hatch="xx", edgecolor="0.3",
                            linewidth=0.5)
                 else:
                     ax.bar(xs, ys, width, label=name, color=colors(k % 10))
@@ -920,6 +1062,7 @@ def main(argv=None):
             print_tables(op, dtype, per_op[op])
 
     print_summary(records)
+    print_targets(records)
     choices = ms_modules()[6].thread_choices()
     print_thread_choices(choices)
     elapsed = time.perf_counter() - start
@@ -931,8 +1074,9 @@ def main(argv=None):
     print("\nnotes:")
     print("  ratios: built-in/ours kern = min(ms-py, ms-g) / kernel, py = ms-py / ours-py, graph = ms-g / ours-gF;"
           " torch kern = torch / kernel, py = torch / ours-py; jax kern = jax / kernel, graph = jax / ours-gF;"
-          " pool gain = kern-1t / kernel (>1: the kernel's thread pool helps); k/copy = kernel GB/s as % of the"
-          " copy probe's")
+          " peer = the faster of torch and JAX / ours; 16B cost = kern-16 / kernel;"
+          " pool gain = kern-1t / kernel (>1: the kernel's thread pool helps); k/copy, k/rmw = kernel GB/s as % of the"
+          " copy probe's and the access probe's")
     bad = [f"{r['op']}/{r['dtype']}/{r['workload']}" for r in records if r["kernel_check"] is False]
     checked = sum(r["kernel_check"] is True for r in records)
     print(f"  kernel results checked against the numpy oracle on {checked} small cases"

@@ -54,7 +54,8 @@ NO_NVCC = ("no CUDA compiler here (MS_SCATTER_NVCC, nvcc on PATH, CUDA_HOME/CUDA
            "the GPU library cannot be built on this machine")
 # Exported by the CPU library only: its host thread pool's controls.
 CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_set_caller_waits",
-            "ms_scatter_thread_choices", "ms_scatter_reset_thread_choices", "ms_scatter_thread_rule_learns"}
+            "ms_scatter_thread_choices", "ms_scatter_reset_thread_choices", "ms_scatter_thread_rule_learns",
+            "ms_scatter_last_threads", "ms_scatter_probe_rmw"}  # the last two: the benchmark's access probe
 ENTRIES = check_gpu.all_entries(ms_testing)
 
 
