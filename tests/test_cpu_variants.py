@@ -28,6 +28,7 @@ NAMES = [v["name"] for v in BUILT]
 RUNNABLE = cpu_variants.runnable(_lib.KERNEL_DIR)
 FILES = {v["name"]: os.path.join(_lib.KERNEL_DIR, v["file"]) for v in BUILT}
 MANYLINUX_GLIBC = (2, 28)
+MANYLINUX_LIBGCC = (7, 0, 0)  # libgcc_s versions a manylinux_2_28 wheel may need
 SYSTEM_LIBRARIES = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
                     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
 EXPORTED = re.compile(r"^(Scatter|TensorScatter|ms_scatter_)\w+$")
@@ -202,6 +203,9 @@ def test_library_needs_nothing_of_the_build_machine(variant):
     assert glibc and max(glibc) <= MANYLINUX_GLIBC, \
         [line for line in table.splitlines() if re.search(r"GLIBC_2\.(29|[3-9]\d)", line)]
     assert not re.search(r"GLIBCXX_|CXXABI_", table), "the library needs the system's libstdc++"
+    gcc = [_version(v) for v in re.findall(r"\bGCC_(\d+(?:\.\d+)+)", table)]
+    assert not gcc or max(gcc) <= MANYLINUX_LIBGCC, \
+        [line for line in table.splitlines() if re.search(r"GCC_([89]|\d\d)", line)]  # manylinux_2_28 allows GCC_7.0.0
     needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                             subprocess.run([_tool("readelf"), "-d", path], check=True, capture_output=True,
                                            text=True).stdout))

@@ -57,6 +57,11 @@ def platform_flags(triple):
     flags = ["-pthread", "-static-libstdc++", "-Wl,-z,defs", "-Wl,--exclude-libs,ALL", "-Wl,-O1"]
     if "linux-gnu" in triple:
         flags += ["-DMS_SCATTER_GLIBC_COMPAT"] + [f"-Wl,--wrap={s}" for s in GLIBC_WRAPPED]
+    # The compiler's helper routines from the static libgcc.a ahead of libgcc_s: GCC 12 folds a
+    # float comparison of two widened _Float16 values into a _Float16 one and calls __nehf2,
+    # which libgcc_s has only at GCC_12.0.0 (a wheel needing it is manylinux_2_35). libgcc.a
+    # holds no unwinder (that is libgcc_eh), so libgcc_s stays the only one.
+    flags += ["-lgcc"]
     return flags
 
 
