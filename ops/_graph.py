@@ -9,6 +9,10 @@ u)``), bound by ``F.partial`` / ``ops.partial``, passed into a ``MultitypeFuncGr
 flag > 0 else self.mul``). A FuncGraph is a function there, so every one of those compiles,
 and its side effects are seen by MindSpore's auto-monad: the Parameter is written.
 
+The 21 functions carry the same mark, their method being the function itself
+(``mark_function``): MindSpore's bytecode capture (``jit(capture_mode="bytecode")``) then puts
+them into its graph whole, as it does the primitives, instead of tracing into their Python.
+
 Without ``__parse_method__`` an ``__ms_class__`` object is a class instance (``F.partial``
 refuses it: "input[0] should be Function, but got Class") and a primitive without
 ``__ms_class__`` is its own kernel node, whose result is a copy (O(input_x)). Python calls
@@ -43,6 +47,18 @@ def run_in_graphs_as(obj, function):
     obj._graph_function = function  # pylint: disable=protected-access
     obj.__ms_class__ = True
     obj.__parse_method__ = GRAPH_METHOD
+
+
+def mark_function(function):
+    """Make the plain Python function `function` an object that every graph compiles whole, as
+    it does the primitives, for ``jit(capture_mode="bytecode")`` above all: MindSpore's
+    bytecode tracer does not trace into a function of another module ("Unsupported function"
+    with ``fullgraph=True``), but it puts an ``__ms_class__`` object into its graph, compiled
+    as the method ``__parse_method__`` names. That method is the function itself, so the AST
+    parser compiles its body wherever it meets it (``jit(function)`` at the top included)."""
+    function.__ms_class__ = True
+    function.__parse_method__ = GRAPH_METHOD
+    setattr(function, GRAPH_METHOD, function)
 
 
 class FunctionPath(GraphMethod):

@@ -25,7 +25,7 @@ ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + 
 import functools
 
 from . import _ascend, _docs, _grad, _kernel, infer
-from ._graph import FunctionPath, run_in_graphs_as
+from ._graph import FunctionPath, mark_function, run_in_graphs_as
 from ._kernel import IN_PLACE_SIGNATURE, ScatterKernel, bind_arguments, check_eager_inputs, in_place_updates
 
 
@@ -132,6 +132,7 @@ def _make(family, reduction):
         return path(input_x, indices, updates)
     function.__name__ = function.__qualname__ = infer.function_name(op)
     function.__doc__ = _docs.function_doc(family, reduction)
+    mark_function(function)
     return cls, function
 
 

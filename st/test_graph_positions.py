@@ -8,11 +8,13 @@
   mapped by ``HyperMap``;
 * a primitive or a function chosen at run time by a Tensor condition: the chosen op runs and
   writes (MindSpore's built-ins run the second op for both values here);
-* ``jit(capture_mode="trace")``: each call recomputes from its inputs and writes once;
+* ``jit(capture_mode="trace")`` and ``jit(capture_mode="bytecode")`` (with ``fullgraph=True``
+  too): each call recomputes from its inputs and writes once;
 * tensors without data in Python calls (lazily initialised, shape-only placeholders): an
   error that names the op, nothing written, the process usable.
 """
 import threading
+import types
 
 import mindspore as ms
 import numpy as np
@@ -346,19 +348,34 @@ def test_two_parameters_of_one_shape_in_one_graph(mode, op, kind):
     assert_same(net.b.asnumpy(), oracle(op, xs[1], indices[1], updates[1]), f"{op} {kind}: second Parameter")
 
 
+def _bytecode_jit(body, name, fullgraph):
+    """`body` under jit(capture_mode="bytecode") as a function with a code object of its own:
+    MindSpore's bytecode tracer keeps one compiled graph per code object and does not see
+    that a function it calls has changed (its own primitives included), so each case needs
+    its own code."""
+    code = body.__code__.replace(co_name=name, co_qualname=name) if hasattr(body.__code__, "co_qualname") \
+        else body.__code__.replace(co_name=name)
+    fresh = types.FunctionType(code, body.__globals__, name, body.__defaults__, body.__closure__)
+    return ms.jit(fresh, capture_mode="bytecode", fullgraph=fullgraph)
+
+
+BYTECODE_OPS = {False: ["ScatterAdd", "ScatterNdMax", "TensorScatterMax"], True: OPS}
+
+
 @pytest.mark.parametrize("mode", ["JIT"], indirect=True)
 @pytest.mark.parametrize("kind", ["primitive", "function"])
-@pytest.mark.parametrize("op", ["ScatterAdd", "ScatterNdMax", "TensorScatterMax"])
-def test_bytecode_capture_without_fullgraph(mode, op, kind):
-    """jit(capture_mode="bytecode"): our calls run as Python between the captured pieces
-    (fullgraph=True is refused by MindSpore's bytecode tracer: docs/guide/modes.md)."""
+@pytest.mark.parametrize("fullgraph, op", [(f, op) for f in (False, True) for op in BYTECODE_OPS[f]])
+def test_bytecode_capture(mode, op, kind, fullgraph):
+    """jit(capture_mode="bytecode"): with fullgraph=True every primitive and function is in
+    the one captured graph; with fullgraph=False as well, or run as Python between graph
+    pieces. Either way each call recomputes from its inputs and writes once."""
     xs, indices, updates = _case(op, 2800 + OPS.index(op), params=3)
     fn = callable_for(op, kind)
     p = Parameter(Tensor(xs[0]), name="p") if in_place(op) else None
 
-    @ms.jit(capture_mode="bytecode")
     def step(x_, indices_, updates_):
         return fn(x_, indices_, updates_) * 2
+    step = _bytecode_jit(step, f"step_{op}_{kind}_{fullgraph}", fullgraph)
 
     expected = xs[0]
     for k in range(3):
@@ -369,3 +386,64 @@ def test_bytecode_capture_without_fullgraph(mode, op, kind):
         assert_same(out.asnumpy(), expected * np.float32(2), f"{op} {kind} call {k}")
         if in_place(op):
             assert_same(p.asnumpy(), expected, f"{op} {kind} call {k}: p")
+
+
+@pytest.mark.parametrize("mode", ["JIT"], indirect=True)
+def test_bytecode_full_graph_idioms(mode):
+    """fullgraph=True: keyword arguments, updates of a lower dtype, a Cell's construct, a
+    gradient, and a bad index (the op's error, nothing written, the next call right)."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    i, u = np.array([1, 1], np.int32), np.ones((2, 3), np.float32)
+    p = Parameter(Tensor(x), name="p")
+
+    def both(a, b, c):
+        return ms_scatter.scatter_add(a, indices=b, updates=c) + ms_scatter.ScatterMax()(input_x=a, indices=b,
+                                                                                          updates=c)
+    out = _bytecode_jit(both, "both", True)(p, Tensor(i), Tensor(u.astype(np.float16)))
+    added = oracle("ScatterAdd", x, i, u)
+    assert_same(p.asnumpy(), added, "p")
+    assert_same(out.asnumpy(), added * np.float32(2), "sum of the two results")
+
+    class _Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.w = Parameter(Tensor(x), name="w")
+            self.update = ms_scatter.ScatterNdUpdate()
+
+        def construct(self, indices_, updates_):
+            self.update(self.w, indices_, updates_)
+            return ms_scatter.scatter_nd_add(self.w, indices_, updates_) * 1
+    net = _Net()
+    net.construct = _bytecode_jit(_Net.construct, "net_construct", True).__get__(net)
+    nd_i = np.array([[1], [2]], np.int32)
+    w = x
+    for k in range(2):
+        nd_u = np.full((2, 3), k + 1.0, np.float32)
+        w = oracle("ScatterNdAdd", oracle("ScatterNdUpdate", w, nd_i, nd_u), nd_i, nd_u)
+        assert_same(net(Tensor(nd_i), Tensor(nd_u)).asnumpy(), w, f"Cell call {k}")
+        assert_same(net.w.asnumpy(), w, f"Cell call {k}: w")
+
+    rows = Tensor(np.array([[1], [2]], np.int32))
+
+    def loss(x_, u_):
+        return (ms_scatter.tensor_scatter_max(x_, rows, u_) ** 2).sum()
+
+    def grads(x_, u_):
+        return ms.value_and_grad(loss, grad_position=(0, 1))(x_, u_)
+    big = Tensor(np.full((2, 3), 4.0, np.float32))
+    value, (gx, gu) = _bytecode_jit(grads, "grads", True)(Tensor(x), big)
+    want_value, (want_gx, want_gu) = ms.value_and_grad(loss, grad_position=(0, 1))(Tensor(x), big)
+    assert_same(value.asnumpy(), want_value.asnumpy(), "loss")
+    assert_same(gx.asnumpy(), want_gx.asnumpy(), "grad x")
+    assert_same(gu.asnumpy(), want_gu.asnumpy(), "grad updates")
+
+    def add(a, b, c):
+        return ms_scatter.scatter_add(a, b, c) * 2
+    add = _bytecode_jit(add, "add", True)
+    q = Parameter(Tensor(x), name="q")
+    with pytest.raises(ms_scatter.ScatterIndexError, match=r"For 'ScatterAdd', each value of 'indices' must be "
+                                                           r"in \[0, 4\)"):
+        add(q, Tensor(np.array([1, 9], np.int32)), Tensor(u))
+    assert_same(q.asnumpy(), x, "q untouched")
+    good = np.array([1, 2], np.int32)
+    assert_same(add(q, Tensor(good), Tensor(u)).asnumpy(), oracle("ScatterAdd", x, good, u) * np.float32(2))
