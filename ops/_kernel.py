@@ -15,6 +15,7 @@ never a graph node: MindSpore treats a primitive that has run in a dynamic-shape
 differently at later PYNATIVE launches (it infers its shape again on its backend thread).
 """
 import math
+import os
 import weakref
 
 import numpy as np
@@ -27,7 +28,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _eager, _grad, infer
-from ._memory import aligned_empty
+from ._memory import OutputPool, aligned_empty
 from ._graph import GraphMethod, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
                    raise_code, raise_kernel_error)
@@ -55,18 +56,28 @@ except (ImportError, AttributeError):  # pragma: no cover - other MindSpore vers
     def _data_ptr(tensor):
         return tensor.data_ptr()
 
-_DIRECT_OUTPUT_BYTES = 32 << 20
+_ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost more than they save
+# From 32 MiB (glibc's largest reused block) to MS_SCATTER_OUTPUT_POOL_BYTES (default 1 GiB,
+# idle memory kept) an output's memory is our pool's: a fresh block page-faults all of it on
+# every call (1e6 x 64 float32: 38-167 ms against 15-50 ms through MindSpore's launch and
+# memory pool, which larger outputs take).
+def _pool_bytes(name="MS_SCATTER_OUTPUT_POOL_BYTES", default=1 << 30):
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not value.isdigit():
+        raise ValueError(f"ms_scatter: {name} must be a number of bytes (0: no pool), but got {value!r}.")
+    return int(value)
+
+
+_OUTPUTS = OutputPool(min_bytes=32 << 20, idle_bytes=_pool_bytes())
 
 
 def _direct_output_ok(x):
-    """A direct TensorScatter (none while a gradient is recorded: MindSpore must then see the
-    op for its bprop) writes a fresh numpy buffer. Above 32 MiB (glibc's largest reused
-    block) every call page-faults all of it: 1e6 x 64 float32 took 38-167 ms direct against
-    15-50 ms through MindSpore's launch and memory pool, which larger outputs therefore take."""
-    return x.nbytes < _DIRECT_OUTPUT_BYTES
-
-
-_ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost more than they save
+    """Whether a direct TensorScatter (none while a gradient is recorded: MindSpore must then
+    see the op for its bprop) writes this output: below 32 MiB, or in our pool."""
+    nbytes = x.nbytes
+    return nbytes < _OUTPUTS.min_bytes or _OUTPUTS.holds(nbytes)
 
 
 def _empty_like(x, dtype_name):
@@ -76,8 +87,11 @@ def _empty_like(x, dtype_name):
     and rows that straddle one more cache line each made the same kernel up to 15-25% slower."""
     dtype = _eager.numpy_dtype(dtype_name)
     shape = tuple(x.shape)
-    if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _ALIGNED_OUTPUT_BYTES:
         return Tensor.from_numpy(np.empty(shape, dtype))
+    if nbytes >= _OUTPUTS.min_bytes:
+        return Tensor.from_numpy(_OUTPUTS.empty(shape, dtype))
     return Tensor.from_numpy(aligned_empty(shape, dtype))
 
 

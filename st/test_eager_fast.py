@@ -115,3 +115,39 @@ def test_view_after_a_good_call():
         assert not view.is_contiguous()
         fn(view, Tensor(i), Tensor(u))
         assert_same(base.asnumpy(), oracle("ScatterAdd", x, i, u).T)
+
+
+def test_large_outputs_reuse_memory_only_when_free():
+    """TensorScatter outputs of 32 MiB and more come from a pool (ops/_memory.py): a loop reuses
+    the block its previous result frees, and an output still held (as a Tensor, a view of it,
+    or its asnumpy() array) keeps its memory and its values while later calls run."""
+    from ms_scatter import _kernel  # pylint: disable=import-outside-toplevel
+    rows, cols = (32 << 20) // (4 * 64), 64  # a 32 MiB float32 output
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    xt = Tensor(x)
+    fn = ms_scatter.tensor_scatter_add
+    kept, expected = [], []
+    for k in range(6):
+        i = rng.integers(0, rows, (64, 1)).astype(np.int32)
+        u = rng.standard_normal((64, cols)).astype(np.float32)
+        out = fn(xt, Tensor(i), Tensor(u))
+        want = oracle("TensorScatterAdd", x, i, u)
+        assert_same(out.asnumpy(), want, f"call {k}")
+        if k == 1:
+            kept.append(out)
+        elif k == 2:
+            kept.append(out[1:])
+            want = want[1:]
+        elif k == 3:
+            kept.append(out.asnumpy())
+        if k in (1, 2, 3):
+            expected.append(want)
+        del out
+    for k, (held, want) in enumerate(zip(kept, expected)):
+        assert_same(held if isinstance(held, np.ndarray) else held.asnumpy(), want, f"kept output {k}")
+    assert _kernel._OUTPUTS.idle_bytes() <= _kernel._OUTPUTS.idle_limit  # pylint: disable=protected-access
+    assert_same(xt.asnumpy(), x, "input_x untouched")
+    i, u = Tensor(np.zeros((1, 1), np.int32)), Tensor(np.ones((1, cols), np.float32))
+    first = fn(xt, i, u).data_ptr()
+    assert fn(xt, i, u).data_ptr() == first, "a freed block is reused"
