@@ -28,7 +28,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _eager, _grad, infer
-from ._memory import OutputPool, aligned_empty
+from ._memory import OutputPool
 from ._graph import GraphMethod, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
                    raise_code, raise_kernel_error)
@@ -57,19 +57,20 @@ except (ImportError, AttributeError):  # pragma: no cover - other MindSpore vers
         return tensor.data_ptr()
 
 _ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost more than they save
+
+
+def _pool_bytes():
+    value = os.environ.get("MS_SCATTER_OUTPUT_POOL_BYTES", "").strip()
+    if value and not value.isdigit():
+        raise ValueError(f"ms_scatter: MS_SCATTER_OUTPUT_POOL_BYTES must be a number of bytes (0: no pool), but got "
+                         f"{value!r}.")
+    return int(value) if value else 1 << 30
+
+
 # From 32 MiB (glibc's largest reused block) to MS_SCATTER_OUTPUT_POOL_BYTES (default 1 GiB,
 # idle memory kept) an output's memory is our pool's: a fresh block page-faults all of it on
 # every call (1e6 x 64 float32: 38-167 ms against 15-50 ms through MindSpore's launch and
 # memory pool, which larger outputs take).
-def _pool_bytes(name="MS_SCATTER_OUTPUT_POOL_BYTES", default=1 << 30):
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    if not value.isdigit():
-        raise ValueError(f"ms_scatter: {name} must be a number of bytes (0: no pool), but got {value!r}.")
-    return int(value)
-
-
 _OUTPUTS = OutputPool(min_bytes=32 << 20, idle_bytes=_pool_bytes())
 
 
@@ -84,15 +85,13 @@ def _empty_like(x, dtype_name):
     """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
     tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache),
     starting on a 64-byte boundary: numpy's and MindSpore's CPU memory is 16-byte aligned,
-    and rows that straddle one more cache line each made the same kernel up to 15-25% slower."""
+    and rows that straddle one more cache line each made the same kernel up to 15-25% slower.
+    From 32 MiB, in our pool's memory."""
     dtype = _eager.numpy_dtype(dtype_name)
     shape = tuple(x.shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < _ALIGNED_OUTPUT_BYTES:
+    if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
         return Tensor.from_numpy(np.empty(shape, dtype))
-    if nbytes >= _OUTPUTS.min_bytes:
-        return Tensor.from_numpy(_OUTPUTS.empty(shape, dtype))
-    return Tensor.from_numpy(aligned_empty(shape, dtype))
+    return Tensor.from_numpy(_OUTPUTS.empty(shape, dtype))
 
 
 def bind_arguments(op, args, kwargs):
