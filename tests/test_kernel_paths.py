@@ -2,9 +2,10 @@
 start off a cache line, with special values in input_x and updates.
 
 The engine picks its loop from the call (kernels/cpu/scatter_cpu.cc): float16/bfloat16 on
-sorted offsets take runs accumulated in registers, unsorted ones the float mirror (a span
-of up to 16 MiB of float accumulators), the blocked counting sort (a larger dense span) or
-the comparison sort (a sparse one); float32/float64/integers the direct loop; and calls
+sorted offsets take runs accumulated in registers; unsorted ones over a dense span of up to
+2^20 slices are counted, then either streamed onto float slots (few distinct slices) or
+counting-sorted into runs (many); a larger dense span takes the blocked counting sort and a
+sparse one the comparison sort; float32/float64/integers the direct loop; and calls
 large enough to split run on several threads. The row loops are SIMD where the build has
 it, with a masked or scalar tail for the last elements of a slice, so slice widths around
 the vector width are covered, and MindSpore's 16-byte-aligned tensors (offsets 16 and 48
@@ -99,7 +100,7 @@ def oracle_float(bits16):
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("pattern", ["uniform", "sorted", "runs", "few"])
 def test_mirror_and_runs(reduction, dtype, pattern, bits_equal):
-    """Small spans: the float mirror (unsorted) and the register runs (sorted) of the 16-bit
+    """Small spans: the float slots (unsorted) and the register runs (sorted) of the 16-bit
     floats, the direct loop of the others; slice widths around the vector widths, aligned
     and 16 / 48 bytes off."""
     for k, (slice_, offset) in enumerate([(1, 16), (7, 48), (16, 0), (17, 16), (64, 16), (100, 48)]):
@@ -118,10 +119,12 @@ def test_odd_element_offset(reduction, dtype, bits_equal):
 
 @pytest.mark.parametrize("reduction", ["Add", "Min", "Div", "Update"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_blocked_and_sparse(reduction, dtype, bits_equal):
-    """Unsorted 16-bit floats beyond the mirror: a dense span over 16 MiB of float
-    accumulators (the blocked counting sort), and a sparse one (the comparison sort)."""
+def test_runs_blocked_and_sparse(reduction, dtype, bits_equal):
+    """Unsorted 16-bit floats beyond the float slots: many distinct slices (counted into
+    runs), a dense span of more than 2^20 slices (the blocked counting sort), and a sparse one
+    (the comparison sort)."""
     run_case("Scatter" + reduction, dtype, 66000, 64, 17000, "uniform", 16, bits_equal, seed=[1, len(reduction)])
+    run_case("Scatter" + reduction, dtype, 1_100_000, 3, 300_000, "uniform", 48, bits_equal, seed=[3, len(reduction)])
     run_case("Scatter" + reduction, dtype, 100000, 5, 60, "uniform", 48, bits_equal, seed=[2, len(reduction)])
 
 
