@@ -99,11 +99,11 @@ def oracle_float(bits16):
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("pattern", ["uniform", "sorted", "runs", "few"])
-def test_mirror_and_runs(reduction, dtype, pattern, bits_equal):
+def test_slots_and_runs(reduction, dtype, pattern, bits_equal):
     """Small spans: the float slots (unsorted) and the register runs (sorted) of the 16-bit
-    floats, the direct loop of the others; slice widths around the vector widths, aligned
-    and 16 / 48 bytes off."""
-    for k, (slice_, offset) in enumerate([(1, 16), (7, 48), (16, 0), (17, 16), (64, 16), (100, 48)]):
+    floats, the direct loop of the others; slice widths around the vector widths and the
+    register blocks (64 and 128 lanes), aligned and 16 / 48 bytes off."""
+    for k, (slice_, offset) in enumerate([(1, 16), (7, 48), (16, 0), (17, 16), (64, 16), (100, 48), (200, 16)]):
         run_case("Scatter" + reduction, dtype, 300, slice_, 500, pattern, offset, bits_equal,
                  seed=[k, len(pattern), REDUCTIONS.index(reduction), FLOATS.index(dtype)])
 

@@ -251,6 +251,8 @@ struct SliceRow {
   int shift;
 };
 
+constexpr int64_t kStreamPrefetchBytes = int64_t(16) << 20;
+
 // Half precision on sorted offsets (a stream): each run of updates onto one destination
 // slice is accumulated in float registers and rounded once (rows::run_into); a slice with
 // one update is one rounded step. No buffer, no sort.
@@ -261,11 +263,19 @@ void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, in
   A *scratch = scratch_buf.get(static_cast<size_t>(slice));
   auto at = [pos](int64_t q) { return pos ? pos[q] : q; };
   constexpr int64_t kAhead = 16;
+  // A stream of updates beyond the caches: its rows prefetched about 2 KiB ahead of the run
+  // being reduced, each once (on 16384 x 64 float16, in cache, the prefetch cost 1.1-1.2x).
+  const int64_t upd_ahead = m * slice * static_cast<int64_t>(sizeof(T)) >= kStreamPrefetchBytes
+                                ? std::max<int64_t>(2, 2048 / (slice * static_cast<int64_t>(sizeof(T))))
+                                : 0;
+  int64_t next = 0;
   for (int64_t q = 0; q < m;) {
     const int64_t o = off[at(q)];
     int64_t e = q + 1;
     while (e < m && off[at(e)] == o) ++e;
     if (e + kAhead < m) prefetch_row(dst + off[at(e + kAhead)], slice, 1);
+    if (upd_ahead)
+      for (const int64_t stop = std::min(m, e + upd_ahead); next < stop; ++next) prefetch_row(upd + at(next) * slice, slice);
     if (e - q == 1)
       rows::direct<T, Op>(dst + o, upd + at(q) * slice, slice);
     else
