@@ -263,10 +263,15 @@ MSS_ALWAYS_INLINE void run_block(T *__restrict d, const T *__restrict upd, At at
 // A run of c updates onto one destination row: d = round(update(...update(widen(d), u_0)...,
 // u_{c-1})), u_q = upd + at(q) * slice for q in [q0, q0 + c). On AVX-512 the accumulators
 // stay in registers, 128 lanes of d at a time (64 for rows of up to 64 elements: the wider
-// block measured 1.2x slower there); elsewhere they are `scratch` (slice floats).
+// block measured 1.2x slower there); elsewhere they are `scratch` (slice floats). A run of
+// one update is one rounded step (direct: the same value, without the accumulators).
 template <typename T, typename Op, typename At>
 MSS_ALWAYS_INLINE void run_into(T *__restrict d, const T *__restrict upd, At at, int64_t q0, int64_t c, int64_t slice,
                                 Acc<T> *scratch) {
+  if (c == 1) {
+    direct<T, Op>(d, upd + at(q0) * slice, slice);
+    return;
+  }
 #if MSS_ROWS_AVX512
   if constexpr (kHalf<T> && Lanes<Op>::kHas) {
     if (slice <= 64) {

@@ -253,9 +253,15 @@ struct SliceRow {
 
 constexpr int64_t kStreamPrefetchBytes = int64_t(16) << 20;
 
+// Prefetches the update rows at(*next) .. at(stop - 1) not prefetched yet (each row once).
+template <typename T, typename At>
+inline void prefetch_updates(const T *upd, At at, int64_t slice, int64_t stop, int64_t *next) {
+  for (; *next < stop; ++*next) prefetch_row(upd + at(*next) * slice, slice);
+}
+
 // Half precision on sorted offsets (a stream): each run of updates onto one destination
-// slice is accumulated in float registers and rounded once (rows::run_into); a slice with
-// one update is one rounded step. No buffer, no sort.
+// slice is accumulated in float registers and rounded once (rows::run_into). No buffer, no
+// sort.
 template <typename T, typename Op>
 void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
   using A = typename Reducer<T, Op>::acc_t;
@@ -274,12 +280,8 @@ void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, in
     int64_t e = q + 1;
     while (e < m && off[at(e)] == o) ++e;
     if (e + kAhead < m) prefetch_row(dst + off[at(e + kAhead)], slice, 1);
-    if (upd_ahead)
-      for (const int64_t stop = std::min(m, e + upd_ahead); next < stop; ++next) prefetch_row(upd + at(next) * slice, slice);
-    if (e - q == 1)
-      rows::direct<T, Op>(dst + o, upd + at(q) * slice, slice);
-    else
-      rows::run_into<T, Op>(dst + o, upd, at, q, e - q, slice, scratch);
+    if (upd_ahead) prefetch_updates(upd, at, slice, std::min(m, e + upd_ahead), &next);
+    rows::run_into<T, Op>(dst + o, upd, at, q, e - q, slice, scratch);
     q = e;
   }
 }
@@ -365,12 +367,8 @@ void apply_counted(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
     const uint32_t r = rows[t];
     const int64_t e = count[r];
     if (t + kAhead < nt) prefetch_row(base + static_cast<int64_t>(rows[t + kAhead]) * slice, slice, 1);
-    for (const int64_t stop = std::min(m, e + kAhead); next < stop; ++next) prefetch_row(upd + order[next] * slice, slice);
-    T *d = base + static_cast<int64_t>(r) * slice;
-    if (e - q == 1)
-      rows::direct<T, Op>(d, upd + order[q] * slice, slice);
-    else
-      rows::run_into<T, Op>(d, upd, in_order, q, e - q, slice, scratch);
+    prefetch_updates(upd, in_order, slice, std::min(m, e + kAhead), &next);
+    rows::run_into<T, Op>(base + static_cast<int64_t>(r) * slice, upd, in_order, q, e - q, slice, scratch);
     count[r] = 0;
     q = e;
   }
@@ -406,8 +404,9 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   }
   auto position = [pos](int64_t q) { return pos ? pos[q] : q; };
   if (dense && static_cast<uint64_t>(slice) <= UINT32_MAX) {
-    // Dense beyond kCountedRows slices: counting-sort the positions (stably) into destination blocks whose float
-    // accumulators fit in L2, then take each block's updates in index order.
+    // Dense beyond kCountedRows slices: counting-sort the positions (stably) into
+    // destination blocks whose float accumulators fit in L2, then take each block's
+    // updates in index order.
     // Measured single-thread, float16 scatter_add: 1e6 x 64 <- 1e6 random rows 103 -> 60 ms,
     // 1e5 x 128 <- 1e6 rows 84 -> 55 ms, from the block-local offsets (a stream, not
     // off[k] at random), dense blocks loaded whole, and prefetching 32 updates ahead.
