@@ -185,6 +185,15 @@ def test_baseline_has_no_avx_and_v3_has_it():
     assert not re.search(r"%zmm\d", v3), "x86-64-v3 uses AVX-512 registers"
 
 
+@pytest.mark.skipif(cpu_variants.machine() != "x86_64", reason="x86-64 levels only")
+@pytest.mark.parametrize("variant", [n for n in NAMES if n.startswith("x86-64")])
+def test_float16_never_calls_libgcc(variant):
+    # GCC 12 without AVX-512 FP16 emulates _Float16 comparisons in libgcc (__eqhf2, __nehf2, ...):
+    # a call per element, which kept the v3 float16 Max/Min rows scalar and 2-5x slower.
+    calls = sorted(set(re.findall(r"call\s+[0-9a-f]+ <(__\w*hf\w*)(?:@plt)?>", _disassembly(FILES[variant]))))
+    assert not calls, f"{variant} calls libgcc's float16 helpers: {calls}"
+
+
 # ------------------------------------------------------------------ what a library needs
 
 def _dynamic_symbols(path):
