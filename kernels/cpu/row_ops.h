@@ -8,8 +8,9 @@
 // over rows::F, rows::kW). Elsewhere (x86-64-v2, aarch64): the scalar loops, which the
 // compiler vectorises, with NEON float16 conversions where the build has them. (On v3 the
 // scalar loops ran 2-5x slower on float16: GCC 12 turns the NaN test of a widened float16
-// into a libgcc call, __eqhf2, and the loop then stays scalar.) Rows of the storage type's own arithmetic (float32, float64, integers)
-// take the scalar loop at every level: the compiler's vector loop is as fast.
+// into a libgcc call, __eqhf2, and the loop then stays scalar.) Rows of the storage type's
+// own arithmetic (float32, float64, integers) take the scalar loop at every level: the
+// compiler's vector loop is as fast.
 #ifndef MS_SCATTER_CPU_ROW_OPS_H_
 #define MS_SCATTER_CPU_ROW_OPS_H_
 
@@ -349,6 +350,14 @@ MSS_ALWAYS_INLINE void run_block(T *__restrict d, const T *__restrict upd, At at
   for (int v = 0; v < V; ++v)
     if (has(v)) store16(d + j + kW * v, acc[v], lanes(v));
 }
+// A whole row in blocks of V vectors: the whole blocks, then the rest (as each_vector).
+template <int V, typename T, typename Op, typename At>
+MSS_ALWAYS_INLINE void run_blocks(T *__restrict d, const T *__restrict upd, At at, int64_t q0, int64_t c,
+                                  int64_t slice) {
+  int64_t j = 0;
+  for (; j + V * kW <= slice; j += V * kW) run_block<V, true, T, Op>(d, upd, at, q0, c, slice, j, slice - j);
+  if (j < slice) run_block<V, false, T, Op>(d, upd, at, q0, c, slice, j, slice - j);
+}
 #endif
 
 // A run of c updates onto one destination row: d = round(update(...update(widen(d), u_0)...,
@@ -366,15 +375,8 @@ MSS_ALWAYS_INLINE void run_into(T *__restrict d, const T *__restrict upd, At at,
   }
 #if MSS_ROWS_VEC
   if constexpr (kHalf<T> && Lanes<Op>::kHas) {
-    if (slice == 4 * kW) {
-      run_block<4, true, T, Op>(d, upd, at, q0, c, slice, 0, slice);
-    } else if (slice < 4 * kW) {
-      run_block<4, false, T, Op>(d, upd, at, q0, c, slice, 0, slice);
-    } else {
-      int64_t j = 0;
-      for (; j + 8 * kW <= slice; j += 8 * kW) run_block<8, true, T, Op>(d, upd, at, q0, c, slice, j, slice - j);
-      if (j < slice) run_block<8, false, T, Op>(d, upd, at, q0, c, slice, j, slice - j);
-    }
+    if (slice <= 4 * kW) run_blocks<4, T, Op>(d, upd, at, q0, c, slice);
+    else run_blocks<8, T, Op>(d, upd, at, q0, c, slice);
     return;
   }
 #endif
