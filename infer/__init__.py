@@ -12,6 +12,9 @@ numpy dtypes or names.
 
 VALUE_DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
                 "uint32", "uint64")
+# Update alone (no arithmetic) also takes these, as bit copies (kernels/include/ms_scatter/dtypes.h:
+# MS_SCATTER_COPY_DTYPES); MindSpore's Tensor index assignment (mask[i] = True) is TensorScatterUpdate.
+COPY_DTYPES = ("bool", "complex64", "complex128")
 INDEX_DTYPES = ("int32", "int64")
 MAX_RANK = 64  # of any argument (kernels/include/ms_scatter/plan.h: kMaxRank)
 
@@ -20,6 +23,15 @@ MAX_RANK = 64  # of any argument (kernels/include/ms_scatter/plan.h: kMaxRank)
 # TensorScatter* do the same out of place.
 REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
 FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
+
+
+# Every operator by name: (family, reduction).
+OPERATORS = {family + reduction: (family, reduction) for family in FAMILIES for reduction in REDUCTIONS}
+
+
+def value_dtypes(op):
+    """The dtypes an operator's input_x and updates may have."""
+    return VALUE_DTYPES + COPY_DTYPES if OPERATORS.get(op, (None, None))[1] == "Update" else VALUE_DTYPES
 
 
 def function_name(op):
@@ -125,14 +137,15 @@ def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank
 
 
 def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
-    """indices int32/int64; input_x one of VALUE_DTYPES; updates of input_x's dtype
+    """indices int32/int64; input_x one of value_dtypes(op); updates of input_x's dtype
     (MindSpore's signature has already converted a lower-priority updates dtype)."""
     x_name, i_name, u_name = dtype_name(x_dtype), dtype_name(indices_dtype), dtype_name(updates_dtype)
     if i_name not in INDEX_DTYPES:
         raise op_error(TypeError, op, f"the dtype of 'indices' must be int32 or int64, but got {i_name}.")
-    if x_name not in VALUE_DTYPES:
+    allowed = value_dtypes(op)
+    if x_name not in allowed:
         raise op_error(TypeError, op,
-                       f"the dtype of 'input_x' must be one of {', '.join(VALUE_DTYPES)}, but got {x_name}.")
+                       f"the dtype of 'input_x' must be one of {', '.join(allowed)}, but got {x_name}.")
     if u_name != x_name:
         raise op_error(TypeError, op,
                        f"the dtype of 'updates' must be the dtype of 'input_x' ({x_name}), but got {u_name}.")

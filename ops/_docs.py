@@ -21,7 +21,10 @@ _MATH_OP = {"Add": r"\mathrel{+}=", "Sub": r"\mathrel{-}=", "Mul": r"\mathrel{*}
 _SLOT = {"Scatter": (r"\text{input_x}[\text{indices}[i, ..., j], :]", r"\text{updates}[i, ..., j, :]"),
          "ScatterNd": (r"\text{input_x}[\text{indices}[i, ..., j]]", r"\text{updates}[i, ..., j]"),
          "TensorScatter": (r"\text{output}[\text{indices}[i, ..., j]]", r"\text{updates}[i, ..., j]")}
-_VALUE_DTYPES = ", ".join(infer.VALUE_DTYPES)
+
+
+def _value_dtypes(family, reduction):
+    return ", ".join(infer.value_dtypes(family + reduction))
 _SHAPE = {"Scatter": "indices.shape + input_x.shape[1:]",
           "ScatterNd": "indices.shape[:-1] + input_x.shape[indices.shape[-1]:]",
           "TensorScatter": "indices.shape[:-1] + input_x.shape[indices.shape[-1]:]"}
@@ -103,9 +106,10 @@ def _notes(family, reduction):
     return notes
 
 
-def _inputs(family):
+def _inputs(family, reduction):
     if family == "TensorScatter":
-        x = ("input_x (Tensor)", "The input tensor, of dtype " + _VALUE_DTYPES + ". Its rank must be at least "
+        x = ("input_x (Tensor)", "The input tensor, of dtype " + _value_dtypes(family, reduction)
+             + ". Its rank must be at least "
              "`indices.shape[-1]`.")
         i = ("indices (Tensor)", "The index vectors, of dtype int32 or int64, rank at least 2; the last axis "
              "is the depth of each index vector.")
@@ -113,9 +117,9 @@ def _inputs(family):
              f"`{_SHAPE[family]}`.")
     else:
         x = ("input_x (Parameter)", "The target tensor, a Parameter (updated in place), of dtype "
-             + _VALUE_DTYPES + "." + (" Its shape is :math:`(N, *)` where :math:`*` means any number of "
-                                     "additional dimensions." if family == "Scatter" else
-                                     " Its rank must be at least `indices.shape[-1]`."))
+             + _value_dtypes(family, reduction) + "."
+             + (" Its shape is :math:`(N, *)` where :math:`*` means any number of additional dimensions."
+                if family == "Scatter" else " Its rank must be at least `indices.shape[-1]`."))
         if family == "Scatter":
             i = ("indices (Tensor)", "The rows of `input_x` to update, of dtype mindspore.int32 or "
                  "mindspore.int64, any shape.")
@@ -137,7 +141,7 @@ def _raises(family, reduction, primitive):
     out.append(("TypeError", "If `input_x` or `indices` is not a Tensor, or `updates` is neither a Tensor nor a "
                              "number."))
     out.append(("TypeError", "If the dtype of `indices` is not int32 or int64."))
-    out.append(("TypeError", f"If the dtype of `input_x` is not one of {_VALUE_DTYPES}."))
+    out.append(("TypeError", f"If the dtype of `input_x` is not one of {_value_dtypes(family, reduction)}."))
     if family == "TensorScatter":
         out.append(("TypeError", "If the dtype of `updates` is not the dtype of `input_x`."))
     else:
@@ -358,13 +362,13 @@ def _doc(family, reduction, primitive):
         if in_place:
             out += _section("Args", _hang("use_locking (bool, optional): Whether to protect the assignment by a "
                                           "lock. Default: ``False``. Kept for compatibility (see Note).", "    "))
-        out += _section("Inputs", [line for name, text in _inputs(family)
+        out += _section("Inputs", [line for name, text in _inputs(family, reduction)
                                    for line in _hang(f"- **{name.split()[0]}** {name[len(name.split()[0]) + 1:]} "
                                                      f"- {text}", "  ")])
         out += _section("Outputs", ["Tensor, the updated `input_x`, has the same shape and type as `input_x`."
                                     if in_place else "Tensor, has the same shape and type as `input_x`."])
     else:
-        out += _section("Args", [line for name, text in _inputs(family)
+        out += _section("Args", [line for name, text in _inputs(family, reduction)
                                  for line in _hang(f"{name}: {text}", "    ")])
         out += _section("Returns", _hang("Tensor, the updated `input_x` (the Parameter itself, updated in place), "
                                          "has the same shape and type as `input_x`." if in_place else

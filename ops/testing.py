@@ -39,6 +39,10 @@ def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, 
 
 
 def _values(rng, shape, dtype, reduction):
+    if dtype.kind == "b":
+        return rng.integers(0, 2, size=shape).astype(dtype)
+    if dtype.kind == "c":  # distinct bits in both halves of every element
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
     if is_float(dtype):
         v = rng.standard_normal(shape) * 4
         if reduction in ("Mul", "Div"):

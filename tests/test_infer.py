@@ -187,10 +187,22 @@ def test_indices_dtype_error(op, bad):
 @pytest.mark.parametrize("op", ALL_OPS)
 @pytest.mark.parametrize("bad", ["bool", "complex64", "complex128", "float8_e4m3fn", "int4"])
 def test_x_dtype_error(op, bad):
-    allowed = re.escape(", ".join(infer.VALUE_DTYPES))
+    """Update also copies bool and the complex types (infer.COPY_DTYPES); nothing takes the rest."""
+    if op.endswith("Update") and bad in infer.COPY_DTYPES:
+        assert infer.scatter_dtype(op, bad, "int32", bad) == bad
+        return
+    allowed = re.escape(", ".join(infer.value_dtypes(op)))
     with pytest.raises(TypeError, match=rf"^For '{op}', the dtype of 'input_x' must be one of {allowed}, "
                                         rf"but got {bad}\.$"):
         infer.scatter_dtype(op, bad, "int32", bad)
+
+
+def test_value_dtypes_by_operator():
+    for op, (family, reduction) in infer.OPERATORS.items():
+        assert op == family + reduction
+        expected = infer.VALUE_DTYPES + (infer.COPY_DTYPES if reduction == "Update" else ())
+        assert infer.value_dtypes(op) == expected, op
+    assert len(infer.OPERATORS) == len(infer.FAMILIES) * len(infer.REDUCTIONS)
 
 
 @pytest.mark.parametrize("ms_name,name", [("bool_", "bool"), ("complex64", "complex64"), ("complex128", "complex128")])
@@ -356,7 +368,7 @@ def test_infer_errors_name_the_op(op):
     with pytest.raises(TypeError, match=prefix + "the dtype of 'indices'"):
         infer.infer(op, family, x_shape, good_i, good_u, "int8", "bool", "int8")
     with pytest.raises(TypeError, match=prefix + "the dtype of 'input_x'"):
-        infer.infer(op, family, x_shape, good_i, good_u, "bool", "int64", "bool")
+        infer.infer(op, family, x_shape, good_i, good_u, "int4", "int64", "int4")
     with pytest.raises(TypeError, match=prefix + "the dtype of 'updates'"):
         infer.infer(op, family, x_shape, good_i, good_u, "float32", "int64", "float16")
     with pytest.raises(ValueError, match=prefix + "the shape of 'updates'"):

@@ -222,7 +222,7 @@ def test_duplicates_applied_in_index_order(op, output, family_indices, run_ok):
     assert not got_first[[0, 2]].any() and not got_second[[0, 2]].any()
 
 
-@pytest.mark.parametrize("dtype", infer.VALUE_DTYPES)
+@pytest.mark.parametrize("dtype", infer.VALUE_DTYPES + infer.COPY_DTYPES)
 @pytest.mark.parametrize("op,output", op_outputs("Update"))
 def test_update_last_occurrence_wins(op, output, dtype, family_indices, run_ok, rng_for, bits_equal):
     rng = rng_for(f"last-wins-{op}-{output}-{dtype}")
@@ -600,3 +600,29 @@ def test_kernel_rejects_bad_arguments(op, output, call_raw):
         assert x_after.tobytes() == np.asarray(x_in).tobytes()
         code, message, count = ms_scatter.last_error()
         assert code == 1 and count == before + 1 and message.startswith(f"For '{op}', ")
+
+
+# ------------------------------------------------------------------ Update's bit-copy dtypes
+
+@pytest.mark.parametrize("dtype", infer.COPY_DTYPES)
+@pytest.mark.parametrize("op,output,x_shape,depth", [c for c in _oracle_cases() if c.values[0].endswith("Update")])
+def test_update_copies_bool_and_complex(op, output, x_shape, depth, dtype, rng_for, bits_equal):
+    """bool, complex64 and complex128 (Update only, MS_SCATTER_COPY_DTYPES): every element's
+    bits as the oracle's, duplicates included, both index dtypes."""
+    for index_dtype in infer.INDEX_DTYPES:
+        for n_index in (1, 5, 30):
+            case = f"{op}-{output}-{x_shape}-{depth}-{dtype}-{index_dtype}-{n_index}"
+            x, indices, updates = random_case(rng_for(case), op, x_shape, n_index, dtype, index_dtype, True, depth)
+            check_call(op, output, x, indices, updates, bits_equal, case)
+
+
+@pytest.mark.parametrize("dtype", infer.COPY_DTYPES)
+@pytest.mark.parametrize("op,output", [(op, out) for op, out in OP_OUTPUTS if not op.endswith("Update")])
+def test_arithmetic_refuses_copy_dtypes(op, output, dtype, rng_for):
+    """The reductions that compute refuse them at the kernel too (an error, nothing written)."""
+    x, indices, updates = random_case(rng_for(f"refuse-{op}-{dtype}"), "ScatterNdUpdate" if op.startswith(
+        ("ScatterNd", "TensorScatter")) else "ScatterUpdate", (4, 3), 3, dtype, "int32", True, 1)
+    x0 = x.copy()
+    rc, x_after, _ = call_kernel(op, x, indices, updates, output)
+    assert rc != 0, f"{op} {dtype}: accepted"
+    assert x_after.tobytes() == x0.tobytes()

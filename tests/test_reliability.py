@@ -354,6 +354,8 @@ def test_unsupported_dtype_strings(op, output):
         assert xx.tobytes() == x.tobytes(), what
 
     for name in BAD_VALUE_DTYPES:
+        if op.endswith("Update") and name.decode() in infer.COPY_DTYPES:
+            continue  # Update copies these (tests/test_kernels.py: test_update_copies_bool_and_complex)
         launch(name, b"int32", name)
     for name in BAD_INDEX_DTYPES:
         launch(b"float32", name, b"float32")

@@ -665,7 +665,8 @@ int dispatch(const char *op, IndexMode im, OutputMode om, bool sharded, int npar
     if (rc == kOk) rc = set_shard(&p, static_cast<const int64_t *>(params[3]));
     if (rc != kOk) return rc;
   }
-  return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
+  constexpr bool copies = std::is_same<Op, OpUpdate>::value;
+  return dispatch_dtypes<copies>(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
     return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params);
   });
 }

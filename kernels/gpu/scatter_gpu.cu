@@ -479,7 +479,9 @@ int dispatch(const char *op, IndexMode im, OutputMode om, bool sharded, int npar
     rc = set_shard(&p, info);
     if (rc != kOk) return rc;
   }
-  return dispatch_dtypes(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
+  // Update also copies bool and the complex types (MS_SCATTER_COPY_DTYPES)
+  constexpr bool copies = std::is_same<Op, OpUpdate>::value;
+  return dispatch_dtypes<copies>(p, om, ndims, shapes, dtypes, [&](auto value, auto index) {
     return run<typename decltype(value)::type, typename decltype(index)::type, Op>(p, om, params, stream);
   });
 }

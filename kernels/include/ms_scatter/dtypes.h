@@ -8,6 +8,13 @@
 
 #include "ms_scatter/half.h"
 
+namespace ms_scatter {
+// A 16-byte element that is only ever copied (complex128 under Update).
+struct bits128_t {
+  uint64_t lo, hi;
+};
+}  // namespace ms_scatter
+
 // X(MindSpore dtype name, C++ storage type)
 #define MS_SCATTER_VALUE_DTYPES(X)  \
   X(float16, ::ms_scatter::half_t)  \
@@ -22,6 +29,14 @@
   X(uint16, uint16_t)               \
   X(uint32, uint32_t)               \
   X(uint64, uint64_t)
+
+// Update only (it does no arithmetic): bool and the complex types, each a bit copy of an
+// unsigned word of its width (complex128: two 64-bit words). MindSpore's own Update ops
+// take them, and its Tensor index assignment (mask[i] = True) is TensorScatterUpdate.
+#define MS_SCATTER_COPY_DTYPES(X) \
+  X(bool, uint8_t)                \
+  X(complex64, uint64_t)          \
+  X(complex128, ::ms_scatter::bits128_t)
 
 // The subset the Ascend C kernels are registered for (kernels/ascend/op_host): the AI core
 // has no double arithmetic, and bfloat16 and the wide unsigned types are not registered.

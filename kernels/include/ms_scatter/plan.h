@@ -377,9 +377,9 @@ template <typename T> struct TypeTag { using type = T; };
 
 // Checks the output MindSpore allocated from our inference (a 1-element int32 token, or
 // input_x's shape and dtype) and the dtypes, then returns f(TypeTag<T>{}, TypeTag<I>{})
-// for the value dtype T and index dtype I named in dtypes (from the lists in dtypes.h).
-// Every backend dispatches through this one function.
-template <typename F>
+// for the value dtype T and index dtype I named in dtypes (from the lists in dtypes.h;
+// kCopies: Update's bit-copy dtypes too). Every backend dispatches through this one function.
+template <bool kCopies = false, typename F>
 int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *const *shapes,
                     const char *const *dtypes, F &&f) {
   const char *op = p.op;
@@ -410,6 +410,9 @@ int dispatch_dtypes(const Plan &p, OutputMode om, const int *ndims, int64_t *con
     return kBadArguments;                                                                           \
   }
   MS_SCATTER_VALUE_DTYPES(MSS_VALUE_CASE)
+  if constexpr (kCopies) {
+    MS_SCATTER_COPY_DTYPES(MSS_VALUE_CASE)
+  }
 #undef MSS_VALUE_CASE
 #undef MSS_INDEX_CASE
   set_error(kBadArguments, "For '%s', the dtype of 'input_x' is not supported, but got %s.", op, dtypes[0]);
