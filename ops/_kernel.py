@@ -30,8 +30,8 @@ from mindspore.ops.operations import Depend as _MsDepend
 from . import _ascend, _eager, _grad, infer
 from ._memory import OutputPool
 from ._graph import GraphMethod, trace_context
-from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, error_count, kernel_func,
-                   raise_code, raise_kernel_error)
+from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, env_count, error_count,
+                   kernel_func, raise_code, raise_kernel_error)
 
 # input_x is written (ordered by MindSpore's auto-monad). No dtype groups: MindSpore's
 # implicit conversion would name the op "primitive[Custom]"; the in-place functions
@@ -60,11 +60,7 @@ _ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost mo
 
 
 def _pool_bytes():
-    value = os.environ.get("MS_SCATTER_OUTPUT_POOL_BYTES", "").strip()
-    if value and not value.isdigit():
-        raise ValueError(f"ms_scatter: MS_SCATTER_OUTPUT_POOL_BYTES must be a number of bytes (0: no pool), but got "
-                         f"{value!r}.")
-    return int(value) if value else 1 << 30
+    return env_count("MS_SCATTER_OUTPUT_POOL_BYTES", "a number of bytes (0: no pool)", 1 << 30)
 
 
 # From 32 MiB (glibc's largest reused block) to MS_SCATTER_OUTPUT_POOL_BYTES (default 1 GiB,

@@ -31,6 +31,26 @@ BAD_ARGUMENTS, INDEX_OUT_OF_RANGE, DIVISION_BY_ZERO = 1, 2, 3
 MAX_THREADS = 1024  # what set_num_threads accepts (the C side takes an int)
 
 
+def env_count(name, what, default, maximum=None):
+    """A non-negative integer environment variable (ASCII digits only: "²".isdigit() is true
+    and int() refuses it), its default when unset or empty, else a ValueError naming it."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    if not (value.isascii() and value.isdigit()) or (maximum is not None and int(value) > maximum):
+        limit = f" from 0 to {maximum}" if maximum is not None else ""
+        raise ValueError(f"ms_scatter: {name} must be {what}{limit}, but got {value!r}.")
+    return int(value)
+
+
+# The kernels read MS_SCATTER_NUM_THREADS with atoi, which takes any text as 0 (automatic):
+# checked here, at import, so that a typo is an error instead.
+env_count("MS_SCATTER_NUM_THREADS", "a number of threads (0: automatic)", 0, MAX_THREADS)
+if os.environ.get("MS_SCATTER_THREAD_RULE", "").strip() not in ("", "fixed"):
+    raise ValueError(f"ms_scatter: MS_SCATTER_THREAD_RULE must be 'fixed' or unset, but got "
+                     f"{os.environ['MS_SCATTER_THREAD_RULE']!r}.")
+
+
 class ScatterIndexError(IndexError, RuntimeError):
     """An index value outside input_x. Catchable as IndexError or RuntimeError."""
 
