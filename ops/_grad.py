@@ -290,6 +290,28 @@ _to_float32 = Cast()
 _local_vectors = None  # a _LocalVectors, made below (after the class)
 
 
+# The primitive name is the class name: this keeps "Cast" (the compiler knows it by name and
+# removes a cast to the same dtype), as a class of its own (see _as_value).
+ValueCast = type("Cast", (_MsCast,), {"__qualname__": "ValueCast", "__doc__": "The in-place result as a value."})
+_value_cast = ValueCast()
+
+
+def _as_value(y):
+    """An in-place functional form's result in a graph: the updated Parameter as a value, not
+    the Parameter. MindSpore 2.10 compiles a custom-bprop Cell (InPlaceCall) once for all calls
+    with arguments of one shape and dtype, Parameters included, so two calls on two Parameters
+    of one shape in one graph returned the first Parameter as the second result (nn.Adam's
+    sparse path under the patch read one moment for the other). A cast to its own dtype makes
+    the call's result a value of its own; the compiler removes it (no copy). Outside the Cell:
+    inside it, under vmap, a result that is discarded lost the write. Not for float64 and
+    bfloat16: MindSpore reads such a value of a Parameter through a TensorMove that has no
+    kernel of those dtypes (float64 comes back rounded to float32, bfloat16 fails to compile),
+    so those results stay the Parameter (docs/guide/policies.md)."""
+    if y.dtype in (mstype.float64, mstype.bfloat16):
+        return y
+    return _value_cast(y, y.dtype)
+
+
 class InPlaceCall(nn.Cell):
     """One in-place functional form: ``Depend(input_x, kernel(input_x, indices, updates))``
     with the gradient rule of its reduction. ``saved`` is input_x gathered at indices before
@@ -326,23 +348,7 @@ class InPlaceCall(nn.Cell):
             raise
 
     def construct(self, x, indices, updates, saved):
-        return self._updated(x, indices, updates, self.kernel(x, indices, updates))
-
-    def _updated(self, x, indices, updates, token):
-        """input_x after the kernel, as a value: reshaped to its own shape (no copy: a nop in
-        MindSpore's static CPU graphs). MindSpore 2.10 gives a custom-bprop Cell that returns
-        its Parameter input, called twice in one graph with two Parameters of one shape, the
-        first Parameter as the second call's result (two calls of scatter_add in a Cell;
-        nn.Adam's sparse path under the patch read one moment for the other and went to NaN at
-        its second step); the reshape's output is no Parameter. Where MindSpore mishandles the reshape the result stays the Parameter itself (and keeps
-        that MindSpore fault): float64 (MindSpore rounds a float64 Parameter it reshapes to
-        float32 values), bfloat16 (it copies a reshaped bfloat16 Parameter argument of a jit
-        function, with no bfloat16 copy kernel) and dynamic-shape graphs (the same copy)."""
-        y = self.result(x, token)
-        if x.dtype not in (mstype.float64, mstype.bfloat16) and \
-                not shape_unknown(ops.shape(x), ops.shape(indices), ops.shape(updates)):
-            return ops.reshape(y, ops.shape(x))
-        return y
+        return self.result(x, self.kernel(x, indices, updates))
 
     def bprop(self, x, indices, updates, saved, out, dout):
         dx, du = self._gradients(x, indices, updates, saved, out, dout, None)
@@ -375,7 +381,7 @@ class ShardInPlaceCall(InPlaceCall):
         return self._recorded(x, indices, updates, shard, saved)
 
     def construct(self, x, indices, updates, shard, saved):  # pylint: disable=arguments-differ
-        return self._updated(x, indices, updates, self.kernel(x, indices, updates, shard))
+        return self.result(x, self.kernel(x, indices, updates, shard))
 
     def bprop(self, x, indices, updates, shard, saved, out, dout):  # pylint: disable=arguments-differ
         dx, du = self._gradients(x, indices, updates, saved, out, dout, shard)
@@ -479,11 +485,11 @@ def in_place_function(kernel, result, result_view, reduction, depth_one, convert
 
         def function(input_x, indices, updates, shard):
             updates = convert(op, input_x, updates)
-            return call(input_x, indices, updates, shard, saved(input_x, indices, updates, shard))
+            return _as_value(call(input_x, indices, updates, shard, saved(input_x, indices, updates, shard)))
         return function
     call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
 
     def function(input_x, indices, updates):  # pylint: disable=function-redefined
         updates = convert(op, input_x, updates)
-        return call(input_x, indices, updates, saved(input_x, indices, updates))
+        return _as_value(call(input_x, indices, updates, saved(input_x, indices, updates)))
     return function
