@@ -17,7 +17,8 @@ Build switches (environment variables at install time):
                           changes nothing but a note.
   MS_SCATTER_CXXFLAGS     extra compiler flags (e.g. sanitizers for a test build).
   MS_SCATTER_GPU          unset: build the CUDA library ms_scatter/kernels/libms_scatter_gpu.so
-                          when nvcc is found; 1: require it (fail without nvcc); 0: never.
+                          when nvcc is found and the machine has the NVIDIA driver (a GPU to run
+                          it); 1: require it (fail without nvcc; no driver needed); 0: never.
   MS_SCATTER_NVCC         the nvcc to use (empty: act as if there were none).
   MS_SCATTER_CUDA_ARCHS   comma-separated SM versions (default 75,80,86,89,90 + PTX).
   MS_SCATTER_NVCC_FLAGS   extra nvcc flags; MS_SCATTER_CUDART=static|shared (default static).
@@ -28,6 +29,7 @@ Build switches (environment variables at install time):
                           $ASCEND_HOME_PATH and the usual install paths (kernels/ascend/build_ascend.py).
   MS_SCATTER_ASCEND_SOCS  ';'-separated SoCs (default ascend910b;ascend910_93).
 """
+import ctypes
 import importlib.util
 import os
 import re
@@ -122,6 +124,12 @@ class BuildKernels(build_ext):
             if os.path.exists(stale):
                 os.remove(stale)
             return
+        if wanted != "1" and not _nvidia_driver():
+            print("ms_scatter: no NVIDIA driver on this machine, so no GPU to run CUDA kernels: the GPU library "
+                  "is not built (MS_SCATTER_GPU=1 builds it anyway, e.g. for a wheel)")
+            if os.path.exists(stale):
+                os.remove(stale)
+            return
         build_gpu = self._load("ms_scatter_build_gpu", "kernels", "gpu", "build_gpu.py")
         nvcc = build_gpu.find_nvcc()
         if not nvcc:
@@ -137,6 +145,15 @@ class BuildKernels(build_ext):
         build_gpu.build(os.path.join(base, "libms_scatter_gpu.so"), nvcc, archs=tuple(archs),
                         extra_flags=tuple(os.environ.get("MS_SCATTER_NVCC_FLAGS", "").split()),
                         cudart=os.environ.get("MS_SCATTER_CUDART", "static"))
+
+
+def _nvidia_driver():
+    """Whether this machine has the NVIDIA driver (its libcuda), without which no CUDA kernel runs."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    return True
 
 
 class PlatformWheel(bdist_wheel):

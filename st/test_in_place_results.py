@@ -204,7 +204,7 @@ def _assignments(m, c, i, b):
     a = m.copy()
     a[0] = True
     out.append(a)
-    a = c.copy()
+    a = c + 0  # (MindSpore 2.7.1's Tensor.copy() drops the imaginary part)
     a[i] = c[:2] + 1
     out.append(a)
     return out
