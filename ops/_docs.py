@@ -23,6 +23,10 @@ _SLOT = {"Scatter": (r"\text{input_x}[\text{indices}[i, ..., j], :]", r"\text{up
          "TensorScatter": (r"\text{output}[\text{indices}[i, ..., j]]", r"\text{updates}[i, ..., j]")}
 
 
+# What ran where, in MindSpore's platform slot: only the CPU kernels are tested.
+PLATFORMS = "``CPU`` (tested) ``GPU`` (compiled, not run) ``Ascend`` (not compiled)"
+
+
 def _value_dtypes(family, reduction):
     return ", ".join(infer.value_dtypes(family + reduction))
 _SHAPE = {"Scatter": "indices.shape + input_x.shape[1:]",
@@ -376,10 +380,10 @@ def _doc(family, reduction, primitive):
     out += _section("Raises", [line for kind, text in _raises(family, reduction, primitive)
                                for line in _hang(f"{kind}: {text}", "    ")])
     out += _section("Supported Platforms", [
-        "``CPU`` ``GPU`` ``Ascend``", "",
-        *_hang("CPU: ms_scatter's C++ kernels. GPU: its CUDA kernels, compiled but not yet run on a GPU. Ascend: "
-               "its Ascend C kernels (a CANN custom-op package): never on an Ascend chip, never compiled by CANN; "
-               "their engine and the Python path run on the CPU (see Backends in the documentation).", "")])
+        PLATFORMS, "",
+        *_hang("CPU: ms_scatter's C++ kernels, tested. GPU: its CUDA kernels, compiled but not yet run on a GPU. "
+               "Ascend: its Ascend C kernels (a CANN custom-op package): never on an Ascend chip, never compiled by "
+               "CANN; their engine and the Python path run on the CPU (see Backends in the documentation).", "")])
     see = (f"The functional form is :func:`ms_scatter.{fname}`." if primitive else
            f"The primitive is :class:`ms_scatter.{op}`.")
     out += _hang(see + f" Under ``ms_scatter.patch()``, ``mindspore.ops.{op if primitive else fname}`` "
