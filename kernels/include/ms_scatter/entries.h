@@ -42,11 +42,14 @@ inline std::atomic<unsigned long long> *entry_calls() {
 }
 }  // namespace ms_scatter
 
+// extra: MindSpore's AotExtra; null when ms_scatter's Python side calls the entry itself (a
+// PYNATIVE direct call, the tests), which raises the message: then it is not also printed.
 #define MSS_AOT_ARGS \
-  int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *
+  int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream, void *extra
 #define MSS_ENTRY(NAME, OPNAME, OP, IM, OM, SHARDED)                                                       \
   MSS_EXPORT int NAME(MSS_AOT_ARGS) {                                                                      \
     ms_scatter::entry_calls()[ms_scatter::kCalls_##NAME].fetch_add(1, std::memory_order_relaxed);          \
+    const ms_scatter::CallerRaises caller_raises(extra == nullptr);                                        \
     try {                                                                                                  \
       return ms_scatter::dispatch<OP>(OPNAME, ms_scatter::IndexMode::IM, ms_scatter::OutputMode::OM, SHARDED, \
                                       nparam, params, ndims, shapes, dtypes, stream);                      \

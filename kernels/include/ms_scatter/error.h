@@ -25,6 +25,18 @@ inline ErrorState &error_state() {
   return state;
 }
 
+// While a caller that raises the message itself runs a kernel on this thread (a Python
+// direct call), the message is kept but not printed: it would otherwise show twice.
+inline bool &caller_raises() {
+  static thread_local bool raises = false;
+  return raises;
+}
+struct CallerRaises {
+  explicit CallerRaises(bool raises) : previous(caller_raises()) { caller_raises() = raises; }
+  ~CallerRaises() { caller_raises() = previous; }
+  bool previous;
+};
+
 inline void set_error(int code, const char *fmt, ...) {
   ErrorState &s = error_state();
   std::lock_guard<std::mutex> lock(s.mu);
@@ -35,7 +47,9 @@ inline void set_error(int code, const char *fmt, ...) {
   s.code = code;
   ++s.count;
   const char *quiet = std::getenv("MS_SCATTER_QUIET");
-  if (!(quiet && quiet[0] == '1')) std::fprintf(stderr, "[ms_scatter] error %d: %s\n", code, s.message);
+  if (!(quiet && quiet[0] == '1') && !caller_raises()) {
+    std::fprintf(stderr, "[ms_scatter] error %d: %s\n", code, s.message);
+  }
 }
 
 // C API shared by every backend library: copy the last message, return its code.
