@@ -66,6 +66,7 @@ CUSTOM_OPP_ENV = "ASCEND_CUSTOM_OPP_PATH"
 # what op_host registers (dtypes.h: MS_SCATTER_ASCEND_VALUE_DTYPES): the AI core has no double;
 # bfloat16 and the wide unsigned types are not registered
 ASCEND_VALUE_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8")
+ASCEND_MAX_RANK = 8  # of any argument (op_host/ms_scatter_nd.cpp: kMaxRank; the other backends take infer.MAX_RANK)
 ASCEND_INDEX_DTYPES = infer.INDEX_DTYPES
 OP_PREFIX = "MsScatterNd"
 OPP_ROOT = os.path.join(KERNEL_DIR, "ascend", "opp")
@@ -248,6 +249,10 @@ def static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_d
     infer.scatter_dtype(op, x_dtype, indices_dtype, updates_dtype)
     rule, kwargs = infer.family_shape_rule(family)
     rule(op, x_shape, indices_shape, updates_shape, **kwargs)
+    for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
+        if len(shape) > ASCEND_MAX_RANK and all(d != -2 for d in shape):
+            raise infer.op_error(ValueError, op, f"on Ascend the rank of '{name}' must be <= {ASCEND_MAX_RANK}, "
+                                                 f"but got {len(shape)}.")
     x_name = infer.dtype_name(x_dtype)
     if x_name not in ASCEND_VALUE_DTYPES:
         raise infer.op_error(TypeError, op, f"on Ascend 'input_x' must be one of {', '.join(ASCEND_VALUE_DTYPES)} "

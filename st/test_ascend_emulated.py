@@ -185,6 +185,23 @@ def test_inference_errors(op, x_dtype, updates_dtype, error, match, mode, emulat
     assert_unchanged(target, x)
 
 
+def test_rank_limit_on_ascend(mode, emulated):
+    """The Ascend kernels' tiling takes ranks up to 8 (the other backends 64): above it the same
+    ValueError as infer's rank rule, before anything is launched or written."""
+    x = np.ones((2,) * 9, np.float32)
+    indices = np.array([[1]], np.int32)
+    updates = np.full((1,) + (2,) * 8, 3.0, np.float32)
+    target = target_for("ScatterNdAdd", x)
+    with pytest.raises(ValueError, match=r"For 'ScatterNdAdd', on Ascend the rank of 'input_x' must be <= 8, but "
+                                         r"got 9\."):
+        call_in_mode(mode, _callable("ScatterNdAdd", "primitive"), "ScatterNdAdd", target, indices, updates)
+    assert_unchanged(target, x)
+    small = np.ones((2,) * 8, np.float32)  # rank 8: runs
+    out = call_in_mode(mode, _callable("TensorScatterAdd", "primitive"), "TensorScatterAdd", Tensor(small), indices,
+                       np.full((1,) + (2,) * 7, 3.0, np.float32))
+    assert_same(out.asnumpy(), oracle("TensorScatterAdd", small, indices, np.full((1,) + (2,) * 7, 3.0, np.float32)))
+
+
 EDGE_CASES = {  # op: x, indices, updates
     "0-d indices": ("ScatterUpdate", np.arange(15, dtype=np.float32).reshape(5, 3), np.array(2, np.int32),
                     np.array([7, 8, 9], np.float32)),

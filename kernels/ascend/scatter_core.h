@@ -44,7 +44,7 @@
 namespace ms_scatter {
 namespace ascend {
 
-constexpr int kMaxDepth = 16;          // as plan.h's Plan::strides
+constexpr int kMaxDepth = 16;          // >= every depth: depth <= rank(input_x) <= 8 on Ascend (op_host kMaxRank)
 constexpr int64_t kBlockBytes = 32;    // the AI core moves GM <-> UB in 32-byte blocks
 constexpr int64_t kStatusWords = 4;    // the status output: [code, flat position, value, 0] (int64)
 constexpr int64_t kMaxResidentBlocks = 8;  // resident only while it walks the indices at most this often

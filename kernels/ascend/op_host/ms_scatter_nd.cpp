@@ -19,7 +19,7 @@ namespace ms_scatter_ascend {
 
 // UB the tiling leaves to Ascend C itself (TPipe bookkeeping, alignment).
 constexpr uint64_t kUbKept = 8 * 1024;
-constexpr int kMaxRank = 8;
+constexpr int kMaxRank = 8;  // of any argument; ops/_ascend.py ASCEND_MAX_RANK checks it first (a ValueError)
 
 const char *dtype_name(ge::DataType t) {
   switch (t) {
