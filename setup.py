@@ -189,6 +189,7 @@ setup(
     python_requires=">=3.9,<3.13",  # where MindSpore 2.7.1-2.10 have wheels (README)
     packages=["ms_scatter", "ms_scatter.patch", "ms_scatter.infer", "ms_scatter.kernels", "ms_scatter.kernels.ascend"],
     package_dir={"ms_scatter": "ops", "ms_scatter.infer": "infer", "ms_scatter.kernels": "kernels"},
+    package_data={"ms_scatter": ["__init__.pyi", "py.typed"]},  # the 42 names for IDEs and type checkers (_stub.py)
     ext_modules=[
         Extension(CPU_LIBRARY, sources=["kernels/cpu/scatter_cpu.cc", "kernels/cpu/glibc_compat.cc"],
                   depends=[os.path.join(d, f) for d in ("kernels/include/ms_scatter", "kernels/cpu")
@@ -199,7 +200,7 @@ setup(
     # the releases tested (README, Quick start); MindSpore before 2.11 needs NumPy 1.x
     install_requires=["mindspore>=2.7.1,<2.11", "numpy<2"],
     extras_require={
-        "test": ["pytest", "hypothesis"] + DOCS_REQUIRES,
+        "test": ["pytest", "hypothesis", "mypy"] + DOCS_REQUIRES,
         "docs": DOCS_REQUIRES,
         "bench": ["matplotlib", "torch==2.13.0", "jax[cpu]==0.7.1"],  # torch 2.13 CPU wheel; jax 0.7 works with numpy<2
     },
