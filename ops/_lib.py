@@ -11,6 +11,7 @@ import threading
 
 from mindspore import context
 
+from . import infer
 from .kernels import cpu_variants
 
 # ops/ is installed as the package ms_scatter and kernels/ as ms_scatter.kernels.
@@ -256,10 +257,12 @@ def host_call(entry, arrays):
         raise error_type(code)(message)
 
 
-def call_counts(target=None):
-    """{entry point: launches so far} of this library's kernels (e.g. ``ScatterAdd_token``,
-    ``TensorScatterMax``), counted by the kernel itself in every mode, GRAPH included.
-    (The Ascend C kernels of the Ascend path are not counted.)"""
+def call_counts(target=None, entries=False):
+    """{operator: kernel launches so far} of this library's kernels, the operators that ran
+    (e.g. ``{'ScatterAdd': 3, 'TensorScatterMax': 1}``), counted by the kernel itself in every
+    mode, GRAPH included. ``entries=True``: every entry point of the library by its own name
+    (``ScatterAdd_token``, ``TensorScatterMax``, ...), zeros included. (The Ascend C kernels
+    of the Ascend path are not counted.)"""
     lib = _handle(library_path(target))
     fn = lib.ms_scatter_call_counts
     fn.restype = ctypes.c_int
@@ -267,4 +270,17 @@ def call_counts(target=None):
     n = fn(None, None, 0)
     names, counts = (ctypes.c_char_p * n)(), (ctypes.c_ulonglong * n)()
     fn(names, counts, n)
-    return {names[k].decode(): counts[k] for k in range(n)}
+    raw = {names[k].decode(): counts[k] for k in range(n)}
+    if entries:
+        return raw
+    by_op = {}
+    for entry, count in raw.items():
+        op = _ENTRY_OPERATOR.get(entry, entry)
+        if count:
+            by_op[op] = by_op.get(op, 0) + count
+    return by_op
+
+
+# Each entry point's operator (kernels/include/ms_scatter/entries.h names them so).
+_ENTRY_OPERATOR = {op + suffix: op for op in infer.OPERATORS
+                   for suffix in ("", "_token", "_return", "_shard_token", "_shard")}

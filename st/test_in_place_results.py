@@ -248,7 +248,7 @@ def test_index_assignment_on_bool_and_complex_under_the_patch(mode):
     c = (np.arange(12).reshape(4, 3) * (1 + 2j)).astype(np.complex64)
     i = np.array([1, 3], np.int32)
     b = np.array([[True, False, True], [False, True, True]])
-    before = ms_scatter.call_counts()["TensorScatterUpdate"]
+    before = ms_scatter.call_counts().get("TensorScatterUpdate", 0)
     with ms_scatter.patched():
         if mode == "GRAPH":
             got = _GraphAssignments()(Tensor(m), Tensor(c), Tensor(i), Tensor(b))
@@ -258,7 +258,7 @@ def test_index_assignment_on_bool_and_complex_under_the_patch(mode):
             expected = _assignments(m, c, i, b)
     for k, (g, e) in enumerate(zip(got, expected)):
         assert_same(g.asnumpy(), e, f"assignment {k}")
-    assert ms_scatter.call_counts()["TensorScatterUpdate"] > before, "the patched assignments ran our kernel"
+    assert ms_scatter.call_counts().get("TensorScatterUpdate", 0) > before, "the patched assignments ran our kernel"
 
 
 # ------------------------------------------------------------------ environment variables
