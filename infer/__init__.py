@@ -48,6 +48,7 @@ class ScatterTypeError(TypeError, RuntimeError):
     """An implicit dtype conversion the call would need but cannot have (the Parameter of an
     in-place op would have to change dtype). MindSpore 2.10 raises TypeError here, its
     documentation says RuntimeError: this is both."""
+    __module__ = "ms_scatter"  # shown as ms_scatter.ScatterTypeError in tracebacks
 
 
 def dtype_name(dtype):

@@ -8,7 +8,10 @@ from .seed_examples import SEED_EXAMPLES, run_example
 
 
 def main():
-    ms.set_context(device_target="CPU")
+    if hasattr(ms, "set_device"):  # MindSpore 2.7+: set_context(device_target=...) is deprecated
+        ms.set_device("CPU")
+    else:  # pragma: no cover - older MindSpore
+        ms.set_context(device_target="CPU")
     failures = 0
     for mode in ("PYNATIVE", "GRAPH"):
         print(f"==================== {mode}_MODE ====================")

@@ -311,7 +311,7 @@ def _error_example(op, family):
     lines += [f">>> output = ms_scatter.{op}()(input_x, indices, updates)",
               "Traceback (most recent call last):",
               "    ...",
-              f"ms_scatter._lib.ScatterIndexError: For '{op}', each value of 'indices' must be in {valid}, "
+              f"ms_scatter.ScatterIndexError: For '{op}', each value of 'indices' must be in {valid}, "
               f"but got {3 if family != 'Scatter' else 5} at position {pos} of 'indices' (shape {shape}).",
               ">>> print(input_x)" if family == "TensorScatter" else ">>> print(input_x.asnumpy())",
               "[[1. 2. 3.]", " [4. 5. 6.]]"]

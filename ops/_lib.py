@@ -54,14 +54,17 @@ if os.environ.get("MS_SCATTER_THREAD_RULE", "").strip() not in ("", "fixed"):
 
 class ScatterIndexError(IndexError, RuntimeError):
     """An index value outside input_x. Catchable as IndexError or RuntimeError."""
+    __module__ = "ms_scatter"  # shown as ms_scatter.ScatterIndexError in tracebacks
 
 
 class ScatterZeroDivisionError(ZeroDivisionError, RuntimeError):
     """An integer ScatterDiv-family call with a zero in updates."""
+    __module__ = "ms_scatter"  # shown as ms_scatter.ScatterZeroDivisionError in tracebacks
 
 
 class ScatterKernelError(RuntimeError):
     """Any other kernel failure."""
+    __module__ = "ms_scatter"  # shown as ms_scatter.ScatterKernelError in tracebacks
 
 
 _ERROR_TYPES = {INDEX_OUT_OF_RANGE: ScatterIndexError, DIVISION_BY_ZERO: ScatterZeroDivisionError}
