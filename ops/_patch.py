@@ -32,6 +32,7 @@ import importlib.abc
 import inspect
 import sys
 import threading
+import warnings
 
 from . import infer
 from ._compat import STANDARD_METHOD
@@ -309,6 +310,21 @@ def _own(owner, name):
         return _ABSENT
 
 
+_WARNED = set()  # operators whose pre-patch instance has warned (once per process)
+
+
+def _warning_call(op, call):
+    """MindSpore's ``__call__`` of `op`'s class, warning once that it runs MindSpore's kernel."""
+    def __call__(self, *args, **kwargs):
+        if op not in _WARNED:
+            _WARNED.add(op)
+            warnings.warn(f"ms_scatter.patch: a MindSpore {op} made before patch() ran MindSpore's own kernel; "
+                          f"make the op after patch(), or use ms_scatter.{op}.", RuntimeWarning, stacklevel=2)
+        return call(self, *args, **kwargs)
+    __call__.__wrapped__ = call
+    return __call__
+
+
 class Handle:
     """What a ``patch()`` replaced. ``replaced``: the sites, as ``"module:path"`` strings;
     ``added``: those where MindSpore had no such name; ``calls()``: launches of our kernels
@@ -388,9 +404,30 @@ class Handle:
         modules = set(_mindspore_modules())
         for module_name in sorted(modules):
             self.apply_module(module_name, table)
+        self._warn_old_instances()
+
+    def _warn_old_instances(self):
+        """An instance of MindSpore's own class made before patch() keeps MindSpore's kernel: a
+        Python call of one (PYNATIVE) warns, once per operator, while the patch is active."""
+        self._warners = []
+        for op, cls in self._classes.items():
+            if not isinstance(cls, type) or any(cls is c for c in PRIMITIVES.values()):
+                continue
+            previous = _own(cls, "__call__")
+            cls.__call__ = _warning_call(op, getattr(cls, "__call__"))
+            self._warners.append((cls, previous))
 
     # -- restoring
     def restore(self):
+        for cls, previous in reversed(getattr(self, "_warners", [])):
+            if previous is _ABSENT:
+                try:
+                    delattr(cls, "__call__")
+                except AttributeError:
+                    pass
+            else:
+                cls.__call__ = previous
+        self._warners = []
         for owner, name, undo, _key, _added in reversed(self._records):
             if undo is _KEEP:
                 continue

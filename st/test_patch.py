@@ -21,7 +21,7 @@ import threading
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Tensor, ops
+from mindspore import Parameter, Tensor, ops
 
 import ms_scatter
 from ms_scatter import _patch, infer
@@ -428,3 +428,28 @@ def test_launcher_imports_mindspore_when_the_program_does(tmp_path, first):
     proc = subprocess.run([sys.executable, "-m", "ms_scatter.patch", "prog.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert proc.returncode == 0 and "[WARNING]" in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE"], indirect=True)
+def test_instance_made_before_patch_warns_once(mode):
+    """A MindSpore primitive made before patch() keeps MindSpore's kernel: its Python calls say
+    so, once per operator, while the patch is active; unpatch() restores MindSpore's class."""
+    import warnings
+    from ms_scatter import _patch
+    op_name = "ScatterMax"
+    old = getattr(ops, op_name)()
+    cls = type(old)
+    call_before = cls.__dict__.get("__call__")
+    _patch._WARNED.discard(op_name)  # pylint: disable=protected-access
+    p = Parameter(Tensor(np.zeros((3, 2), np.float32)), name="p")
+    i, u = Tensor(np.array([1], np.int32)), Tensor(np.ones((1, 2), np.float32))
+    with ms_scatter.patched():
+        with pytest.warns(RuntimeWarning, match=rf"a MindSpore {op_name} made before patch\(\) ran MindSpore's own "
+                                                rf"kernel; make the op after patch\(\), or use ms_scatter.{op_name}"):
+            old(p, i, u)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            old(p, i, u)  # once per operator
+            ops.ScatterMax()(p, i, u)  # made under the patch: ours, no warning
+    assert cls.__dict__.get("__call__") is call_before
+    assert p.asnumpy().tolist() == [[0.0, 0.0], [1.0, 1.0], [0.0, 0.0]]
