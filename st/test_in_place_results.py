@@ -25,7 +25,7 @@ import ms_scatter
 from ms_scatter.infer import COPY_DTYPES, VALUE_DTYPES
 from ms_scatter.testing import np_dtype, oracle, random_case
 
-from .helpers import OPS, assert_same, callable_for, in_place
+from .helpers import OPS, assert_same, call_in_mode, callable_for, in_place, target_for
 
 IN_PLACE_OPS = [op for op in OPS if in_place(op)]
 GRAPH = pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
@@ -131,46 +131,19 @@ def test_two_parameters_of_one_shape_every_dtype(mode, op, dtype, shapes):
 
 # ------------------------------------------------------------------ Update's bit-copy dtypes
 
-class _Written(nn.Cell):
-    def __init__(self, fn, x):
-        super().__init__()
-        self.fn = fn
-        self.p = Parameter(Tensor(x), name="p")
-
-    def construct(self, indices, updates):
-        return self.fn(self.p, indices, updates)
-
-
-class _OutOfPlace(nn.Cell):
-    def __init__(self, fn):
-        super().__init__()
-        self.fn = fn
-
-    def construct(self, x, indices, updates):
-        return self.fn(x, indices, updates)
-
-
 @pytest.mark.parametrize("kind", ["primitive", "function"])
 @pytest.mark.parametrize("dtype", COPY_DTYPES)
 @pytest.mark.parametrize("op", UPDATE_OPS)
 def test_update_copies_bool_and_complex(mode, op, dtype, kind):
     rng = np.random.default_rng(_seed("copy", op, dtype, kind))
     x, indices, updates = random_case(rng, op, (5, 3), 6, dtype, "int64")
-    fn = callable_for(op, kind)
     expected = oracle(op, x, indices, updates)
+    target = target_for(op, x)
+    out = call_in_mode(mode, callable_for(op, kind), op, target, indices, updates)
     if in_place(op):
-        if mode == "GRAPH":
-            net = _Written(fn, x)
-            out, param = net(Tensor(indices), Tensor(updates)), net.p
-        else:
-            param = Parameter(Tensor(x), name="p")
-            out = fn(param, Tensor(indices), Tensor(updates))
-        assert_same(param.asnumpy(), expected, f"{op} {dtype}: Parameter")
+        assert_same(target.asnumpy(), expected, f"{op} {dtype}: Parameter")
     else:
-        base = Tensor(x)
-        out = _OutOfPlace(fn)(base, Tensor(indices), Tensor(updates)) if mode == "GRAPH" else \
-            fn(base, Tensor(indices), Tensor(updates))
-        assert_same(base.asnumpy(), x, f"{op} {dtype}: input_x untouched")
+        assert_same(target.asnumpy(), x, f"{op} {dtype}: input_x untouched")
     assert_same(out.asnumpy(), expected, f"{op} {dtype}: result")
 
 
@@ -179,8 +152,8 @@ def test_arithmetic_still_refuses_copy_dtypes(mode, dtype):
     x = np.zeros((3, 2), np_dtype(dtype))
     with pytest.raises(TypeError, match=rf"For 'TensorScatterAdd', the dtype of 'input_x' must be one of .*"
                                         rf"but got {dtype}"):
-        out = _OutOfPlace(ms_scatter.tensor_scatter_add) if mode == "GRAPH" else ms_scatter.tensor_scatter_add
-        out(Tensor(x), Tensor(np.array([[1]], np.int32)), Tensor(x[:1]))
+        call_in_mode(mode, ms_scatter.tensor_scatter_add, "TensorScatterAdd", Tensor(x), np.array([[1]], np.int32),
+                     x[:1])
 
 
 # ------------------------------------------------------------------ index assignment, patched
