@@ -168,7 +168,7 @@ HOST_ERRORS = [  # (entry, x, indices, updates, dtype names or None, nparam)
      ["int8", "int64", "int16", "int8"], 4),
     ("ScatterDiv_return", np.zeros((4, 3), np.float32), np.zeros((2,), np.int16), np.zeros((2, 3), np.float32),
      None, 4),
-    ("ScatterUpdate_token", np.zeros((4, 3), np.bool_), np.zeros((2,), np.int32), np.zeros((2, 3), np.bool_), None, 4),
+    ("ScatterMax_token", np.zeros((4, 3), np.bool_), np.zeros((2,), np.int32), np.zeros((2, 3), np.bool_), None, 4),
     ("ScatterNdSub_token", np.zeros((4, 3), np.float32), np.zeros((2, 1), np.int32), np.zeros((2, 3), np.float32),
      None, 3),
     ("ScatterNdSub_token", np.zeros((4, 3), np.float32), np.zeros((2, 3), np.int32), np.zeros((2,), np.float32),
