@@ -9,6 +9,7 @@ unknown rank (MindSpore's dynamic shapes); unknown parts are not checked here (t
 kernel checks them again at launch). Dtypes may be MindSpore dtypes, tensor types,
 numpy dtypes or names.
 """
+from typing import NamedTuple
 
 VALUE_DTYPES = ("float16", "float32", "float64", "bfloat16", "int8", "int16", "int32", "int64", "uint8", "uint16",
                 "uint32", "uint64")
@@ -25,18 +26,74 @@ REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
 FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
 
 
-# Every operator by name: (family, reduction).
-OPERATORS = {family + reduction: (family, reduction) for family in FAMILIES for reduction in REDUCTIONS}
+class Family(NamedTuple):
+    """What a family is: in place on a Parameter or not; ``depth_one``: each index names a
+    row of axis 0 (Scatter*), else the last axis of `indices` is an index vector;
+    ``min_indices_rank`` of the vector families."""
+    name: str
+    in_place: bool
+    depth_one: bool
+    min_indices_rank: int
 
 
-def value_dtypes(op):
-    """The dtypes an operator's input_x and updates may have."""
-    return VALUE_DTYPES + COPY_DTYPES if OPERATORS.get(op, (None, None))[1] == "Update" else VALUE_DTYPES
+class Reduction(NamedTuple):
+    """What a reduction is: ``copies``: no arithmetic, every dtype moves as bits (Update);
+    ``needs_input``: its gradient needs input_x's slots before the write (Mul, Max, Min)."""
+    name: str
+    copies: bool
+    needs_input: bool
+
+
+FAMILY = {f.name: f for f in (Family("Scatter", True, True, 1), Family("ScatterNd", True, False, 1),
+                              Family("TensorScatter", False, False, 2))}
+REDUCTION = {r: Reduction(r, r == "Update", r in ("Mul", "Max", "Min")) for r in REDUCTIONS}
+
+
+class Operator(NamedTuple):
+    """One operator's record: every module asks this table what an operator is, instead of
+    parsing its name or testing its family's name."""
+    family: str
+    reduction: str
+    name: str
+    function: str  # the functional form: scatter_nd_add
+    in_place: bool
+    depth_one: bool
+    min_indices_rank: int
+    copies: bool
+    needs_input: bool
+    nd: str  # ScatterNd<R>: the in-place operator at depth d + 1 (vmap batches through it)
+    tensor: str  # TensorScatter<R>: the out-of-place operator of the same reduction
 
 
 def function_name(op):
     """The functional form's name: ScatterNdAdd -> scatter_nd_add."""
     return "".join("_" + ch.lower() if ch.isupper() else ch for ch in op).lstrip("_")
+
+
+def _record(family, reduction):
+    fam, red = FAMILY[family], REDUCTION[reduction]
+    name = family + reduction
+    return Operator(family, reduction, name, function_name(name), fam.in_place, fam.depth_one,
+                    fam.min_indices_rank, red.copies, red.needs_input, "ScatterNd" + reduction,
+                    "TensorScatter" + reduction)
+
+
+# Every operator by name.
+OPERATORS = {family + reduction: _record(family, reduction) for family in FAMILIES for reduction in REDUCTIONS}
+
+
+def operator(op):
+    """The record of operator `op` ('ScatterAdd'); ValueError for any other name."""
+    record = OPERATORS.get(op)
+    if record is None:
+        raise ValueError(f"unknown scatter operator {op!r}")
+    return record
+
+
+def value_dtypes(op):
+    """The dtypes an operator's input_x and updates may have."""
+    record = OPERATORS.get(op)
+    return VALUE_DTYPES + COPY_DTYPES if record is not None and record.copies else VALUE_DTYPES
 
 
 def op_error(exc_type, op, message):
@@ -74,10 +131,6 @@ def check_rank(op, name, shape):
     """Any rank up to MAX_RANK; above it a ValueError that states the limit."""
     if len(shape) > MAX_RANK:
         raise op_error(ValueError, op, f"the rank of '{name}' must be <= {MAX_RANK}, but got {len(shape)}.")
-
-
-def _known(shape):
-    return all(d >= 0 for d in shape)
 
 
 def _rank_known(shape):
@@ -211,13 +264,12 @@ def in_place_updates_dtype(op, x_dtype, updates_dtype):
 
 def family_shape_rule(family):
     """(shape function, extra kwargs) for a family name."""
-    if family == "Scatter":
+    fam = FAMILY.get(family)
+    if fam is None:
+        raise ValueError(f"unknown scatter family {family!r}")
+    if fam.depth_one:
         return scatter_shape, {}
-    if family == "ScatterNd":
-        return scatter_nd_shape, {"min_indices_rank": 1}
-    if family == "TensorScatter":
-        return scatter_nd_shape, {"min_indices_rank": 2}
-    raise ValueError(f"unknown scatter family {family!r}")
+    return scatter_nd_shape, {"min_indices_rank": fam.min_indices_rank}
 
 
 def infer(op, family, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):

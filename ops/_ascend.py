@@ -16,7 +16,7 @@ variable exported by the user: ``python -m ms_scatter.kernels.ascend`` prints th
 
 Which path runs: a primitive takes this path when it is *constructed* with the device target
 Ascend; a function decides at each call in PYNATIVE and at each compile in GRAPH mode / under
-``jit`` (``ascend_selected``, a constexpr). ``MS_SCATTER_ASCEND_EMULATION=<library>`` takes
+``jit`` (``use_ascend_path``, asked by ops/_graph.py's FunctionPath). ``MS_SCATTER_ASCEND_EMULATION=<library>`` takes
 the path on any target with that library's ``MsScatterNd<R>`` aot entries as the op (the
 tests: tests/ascend_core_driver.cc, the same core built for the host).
 
@@ -152,12 +152,6 @@ def use_ascend_path(target=None):
     return emulation_library() is not None or (target or device_target()) == "Ascend"
 
 
-@constexpr
-def ascend_selected():
-    """The functions' switch: plain Python in PYNATIVE, folded once per compile in a graph."""
-    return use_ascend_path()
-
-
 def _never_launched(*args):
     raise RuntimeError("ms_scatter: an Ascend-path primitive's own kernel was launched; its calls go through "
                        "ms_scatter._ascend.AscendOp")
@@ -176,7 +170,7 @@ def kernel_choice(op_name, entry):
 def attach(primitive):
     """Put an Ascend-path primitive on the Ascend path in every mode (module docstring):
     returns the ``AscendOp`` its ``__call__`` uses in PYNATIVE."""
-    op = AscendOp(primitive.op_name, primitive.family, primitive._convert)  # pylint: disable=protected-access
+    op = AscendOp(primitive.op_name, primitive._convert)  # pylint: disable=protected-access
     run_in_graphs_as(primitive, op.graph_call)
     return op
 
@@ -238,16 +232,16 @@ def _prod(dims):
     return out
 
 
-def static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                updates_dtype):
+def static_plan(op, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):
     """The primitive's shape/dtype rules for one call (TypeError/ValueError as its inference
     raises them, and TypeError for float64, which the Ascend op does not register). Returns
     the number of index vectors (-1 when a shape is unknown)."""
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
-    if in_place:
+    record = infer.operator(op)
+    if record.in_place:
         updates_dtype = infer.in_place_updates_dtype(op, x_dtype, updates_dtype)
     infer.scatter_dtype(op, x_dtype, indices_dtype, updates_dtype)
-    rule, kwargs = infer.family_shape_rule(family)
+    rule, kwargs = infer.family_shape_rule(record.family)
     rule(op, x_shape, indices_shape, updates_shape, **kwargs)
     for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
         if len(shape) > ASCEND_MAX_RANK and all(d != -2 for d in shape):
@@ -257,46 +251,46 @@ def static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_d
     if x_name not in ASCEND_VALUE_DTYPES:
         raise infer.op_error(TypeError, op, f"on Ascend 'input_x' must be one of {', '.join(ASCEND_VALUE_DTYPES)} "
                                             f"(an AI core has no float64 arithmetic), but got {x_name}.")
-    lead = indices_shape if family == "Scatter" else indices_shape[:-1]
-    if any(d < 0 for d in lead) or (family != "Scatter" and (not indices_shape or indices_shape[-1] < 0)):
+    lead = indices_shape if record.depth_one else indices_shape[:-1]
+    if any(d < 0 for d in lead) or (not record.depth_one and (not indices_shape or indices_shape[-1] < 0)):
         return -1
     return _prod(lead)
 
 
 @constexpr
-def _graph_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                updates_dtype):
-    return static_plan(op, family, in_place, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype,
-                       updates_dtype)
+def _graph_plan(op, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype):
+    return static_plan(op, x_shape, indices_shape, updates_shape, x_dtype, indices_dtype, updates_dtype)
 
 
-def raise_status(op, family, status, x_shape, indices_shape, updates_shape):
+def raise_status(op, status, x_shape, indices_shape, updates_shape):
     """PYNATIVE: the error of a nonzero status, in the CPU kernels' wording."""
     code, flat, value = (int(v) for v in status[:3])
     if code == 0:
         return
-    message = format_error(op, family == "Scatter", code, flat, value, x_shape, indices_shape, updates_shape)
+    message = format_error(op, infer.operator(op).depth_one, code, flat, value, x_shape, indices_shape,
+                           updates_shape)
     raise error_type(code)(message)
 
 
-def check_indices_on_host(op, family, x_shape, indices):
+def check_indices_on_host(op, x_shape, indices):
     """The index check of the kernels, on the host, for calls with an empty input_x (the op is
     not launched on an empty y: MindSpore may skip such a launch, leaving the status unwritten);
     raises like raise_status."""
     idx = indices.asnumpy()
-    depth = 1 if family == "Scatter" else idx.shape[-1]
+    depth = 1 if infer.operator(op).depth_one else idx.shape[-1]
     vectors = idx.reshape(-1, depth).astype(np.int64) if depth else np.zeros((0, 0), np.int64)
     bad = (vectors < 0) | (vectors >= np.asarray(x_shape[:depth], np.int64))
     if bad.any():
         flat = int(np.argmax(bad.reshape(-1)))
-        raise ScatterIndexError(_index_message(op, family, flat, int(vectors.reshape(-1)[flat]), x_shape, idx.shape))
+        raise ScatterIndexError(_index_message(op, flat, int(vectors.reshape(-1)[flat]), x_shape, idx.shape))
 
 
-def _index_message(op, family, flat, value, x_shape, indices_shape):
-    depth = 1 if family == "Scatter" else indices_shape[-1]
-    lead = tuple(indices_shape) if family == "Scatter" else tuple(indices_shape[:-1])
+def _index_message(op, flat, value, x_shape, indices_shape):
+    depth_one = infer.operator(op).depth_one
+    depth = 1 if depth_one else indices_shape[-1]
+    lead = tuple(indices_shape) if depth_one else tuple(indices_shape[:-1])
     updates_shape = lead + tuple(x_shape[depth:])
-    return format_error(op, family == "Scatter", INDEX_OUT_OF_RANGE, flat, value, x_shape, indices_shape,
+    return format_error(op, depth_one, INDEX_OUT_OF_RANGE, flat, value, x_shape, indices_shape,
                         updates_shape)
 
 
@@ -311,12 +305,13 @@ class AscendCall(nn.Cell):
     """One operator on the Ascend path in a graph: rules, the op, and for the in-place
     families ``ops.assign``. TensorScatter* get the gradients of ms_scatter._grad."""
 
-    def __init__(self, op_name, family, reduction, refusal=""):
+    def __init__(self, op_name, refusal=""):
         super().__init__()
+        record = infer.operator(op_name)
+        reduction = record.reduction
         self.op_name = op_name
-        self.family = family
-        self.in_place = family != "TensorScatter"
-        self.depth_one = family == "Scatter"
+        self.in_place = record.in_place
+        self.depth_one = record.depth_one
         # A graph that cannot run (no package) fails to compile with this message. (Raised
         # while MindSpore's parser resolves the cell, it would come out as "no attribute".)
         self.refusal = refusal
@@ -332,8 +327,7 @@ class AscendCall(nn.Cell):
         if self.refusal:
             _refuse(self.refusal)
             return x
-        n = _graph_plan(self.op_name, self.family, self.in_place, x.shape, indices.shape, updates.shape, x.dtype,
-                        indices.dtype, updates.dtype)
+        n = _graph_plan(self.op_name, x.shape, indices.shape, updates.shape, x.dtype, indices.dtype, updates.dtype)
         if n == 0:  # nothing to check or write
             return x
         updates = ops.cast(updates, x.dtype)  # the in-place rule allowed it; else the dtypes are equal
@@ -357,11 +351,12 @@ class AscendOp(GraphMethod):
     """One operator (primitive instance or function) on the Ascend path. Python calls
     ``__call__`` (PYNATIVE); a graph compiles ``graph_call`` (ops/_graph.py)."""
 
-    def __init__(self, op_name, family, convert):
+    def __init__(self, op_name, convert):
+        record = infer.operator(op_name)
         self.op_name = op_name
-        self.family = family
-        self.reduction = op_name[len(family):]
-        self.in_place = family != "TensorScatter"
+        self.reduction = record.reduction
+        self.in_place = record.in_place
+        self.depth_one = record.depth_one
         self._convert = convert  # the primitive's PYNATIVE implicit conversion and argument check
         run_in_graphs_as(self, self.graph_call)
 
@@ -374,7 +369,7 @@ class AscendOp(GraphMethod):
                 refusal = (f"ms_scatter: MS_SCATTER_KERNELS=host runs '{self.op_name}' through host memory in "
                            "PYNATIVE mode only; a graph needs the Ascend kernels. "
                            + MISSING_PACKAGE.format(vendor=VENDOR_DIR, versions=", ".join(CANN_VERSIONS)))
-            cell = AscendCall(self.op_name, self.family, self.reduction, refusal)
+            cell = AscendCall(self.op_name, refusal)
             self.__dict__["cell"] = cell
             return cell
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -390,21 +385,21 @@ class AscendOp(GraphMethod):
                 indices = Tensor(indices)
             if not isinstance(updates, Tensor):
                 updates = Tensor(updates, input_x.dtype)
-            n = static_plan(self.op_name, self.family, self.in_place, input_x.shape, indices.shape, updates.shape,
-                            input_x.dtype, indices.dtype, updates.dtype)
+            n = static_plan(self.op_name, input_x.shape, indices.shape, updates.shape, input_x.dtype, indices.dtype,
+                            updates.dtype)
             if (kernels_setting() == "host" and emulation_library() is None and not package_installed()):
                 return self._host_call(input_x, indices, updates)
             if n == 0:
                 return self._result(input_x, None)
             if _prod(input_x.shape) == 0:  # nothing to write, but the indices are still checked
-                check_indices_on_host(self.op_name, self.family, input_x.shape, indices)
+                check_indices_on_host(self.op_name, input_x.shape, indices)
                 return self._result(input_x, None)
             kernel = ascend_kernel(self.reduction)
             if updates.dtype != input_x.dtype:
                 updates = updates.astype(input_x.dtype)
-            vectors = ops.expand_dims(indices, -1) if self.family == "Scatter" else indices
+            vectors = ops.expand_dims(indices, -1) if self.depth_one else indices
             y, status = kernel(input_x, vectors, updates)
-            raise_status(self.op_name, self.family, status.asnumpy(), input_x.shape, indices.shape, updates.shape)
+            raise_status(self.op_name, status.asnumpy(), input_x.shape, indices.shape, updates.shape)
             return self._result(input_x, y)
 
     def _result(self, input_x, y):

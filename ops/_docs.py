@@ -1,5 +1,5 @@
-r"""The docstrings of the 42 callables, in MindSpore's layout, generated from the one table
-(infer.FAMILIES x infer.REDUCTIONS): summary, formula, Args/Inputs/Outputs (Returns for
+r"""The docstrings of the 42 callables, in MindSpore's layout, generated from the operator
+records (infer.OPERATORS): summary, formula, Args/Inputs/Outputs (Returns for
 the functions), Raises, Supported Platforms, Examples.
 
 The examples' printed outputs are computed here by the numpy loop oracle
@@ -17,6 +17,7 @@ from .reference import oracle, reduce_step
 _NOUN = {"Add": "addition", "Sub": "subtraction", "Mul": "multiplication", "Div": "division",
          "Max": "maximum", "Min": "minimum", "Update": "update"}
 _INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+_MATH_FN = {"Max": r"\max", "Min": r"\min"}
 _MATH_OP = {"Add": r"\mathrel{+}=", "Sub": r"\mathrel{-}=", "Mul": r"\mathrel{*}=", "Div": r"\mathrel{/}="}
 _SLOT = {"Scatter": (r"\text{input_x}[\text{indices}[i, ..., j], :]", r"\text{updates}[i, ..., j, :]"),
          "ScatterNd": (r"\text{input_x}[\text{indices}[i, ..., j]]", r"\text{updates}[i, ..., j]"),
@@ -27,65 +28,80 @@ _SLOT = {"Scatter": (r"\text{input_x}[\text{indices}[i, ..., j], :]", r"\text{up
 PLATFORMS = "``CPU`` (tested) ``GPU`` (compiled, not run) ``Ascend`` (not compiled)"
 
 
-def _value_dtypes(family, reduction):
-    return ", ".join(infer.value_dtypes(family + reduction))
+def _value_dtypes(r):
+    return ", ".join(infer.value_dtypes(r.name))
 _SHAPE = {"Scatter": "indices.shape + input_x.shape[1:]",
           "ScatterNd": "indices.shape[:-1] + input_x.shape[indices.shape[-1]:]",
           "TensorScatter": "indices.shape[:-1] + input_x.shape[indices.shape[-1]:]"}
 
 
-def _formula(family, reduction):
-    slot, upd = _SLOT[family]
-    if reduction in _MATH_OP:
-        return f"{slot} {_MATH_OP[reduction]} {upd}"
-    if reduction == "Update":
+def _formula(r):
+    slot, upd = _SLOT[r.family]
+    if r.reduction in _MATH_OP:
+        return f"{slot} {_MATH_OP[r.reduction]} {upd}"
+    if r.copies:
         return f"{slot} = {upd}"
-    fn = r"\max" if reduction == "Max" else r"\min"
-    return f"{slot} = {fn}({slot}, {upd})"
+    return f"{slot} = {_MATH_FN[r.reduction]}({slot}, {upd})"
 
 
-def _summary(family, reduction):
+# MindSpore's one-line summaries, per family: (Update, the arithmetic reductions).
+_SUMMARY = {
+    "Scatter": ("Updates the value of the input tensor, along with the input indices.",
+                "Updates the value of the input tensor through the {noun} operation."),
+    "ScatterNd": ("Updates tensor values by using input indices and value.",
+                  "Applies sparse {noun} to individual values or slices in a tensor."),
+    "TensorScatter": ("Creates a new tensor by updating the positions in `input_x` indicated by `indices`.",
+                      "Creates a new tensor by the {noun} of the positions in `input_x` indicated by `indices` "
+                      "with `updates`."),
+}
+
+
+def _summary(r):
     """MindSpore's one-line summary of the operator."""
-    noun = _NOUN[reduction]
-    if family == "Scatter":
-        return ("Updates the value of the input tensor, along with the input indices." if reduction == "Update" else
-                f"Updates the value of the input tensor through the {noun} operation.")
-    if family == "ScatterNd":
-        return ("Updates tensor values by using input indices and value." if reduction == "Update" else
-                f"Applies sparse {noun} to individual values or slices in a tensor.")
-    if reduction == "Update":
-        return "Creates a new tensor by updating the positions in `input_x` indicated by `indices`."
-    return f"Creates a new tensor by the {noun} of the positions in `input_x` indicated by `indices` with `updates`."
+    return _SUMMARY[r.family][0 if r.copies else 1].format(noun=_NOUN[r.reduction])
 
 
-def _description(family, reduction):
+def _description(r):
     lines = []
-    if family == "Scatter":
+    if r.depth_one:
         lines.append("Using given values to update the rows of `input_x` selected by `indices` (each value of "
-                     "`indices` is a row of `input_x`), through the " + _NOUN[reduction] + " operation. This "
+                     "`indices` is a row of `input_x`), through the " + _NOUN[r.reduction] + " operation. This "
                      "operation outputs the `input_x` after the update is done, which makes it convenient to use "
                      "the updated value.")
     else:
         lines.append("The last axis of `indices` is the depth `d` of each index vector: `indices[..., :d]` "
                      "selects an element (d = rank of `input_x`) or a slice `input_x[i0, ..., i(d-1)]` "
                      "(d < rank) for each vector, and `updates` holds one such element or slice per vector.")
-        if family == "ScatterNd":
+        if r.in_place:
             lines.append("This operation outputs the `input_x` after the update is done.")
         else:
             lines.append("`input_x` is not changed: the result is a new tensor (a copy of `input_x`, then updated).")
     return lines
 
 
-def _notes(family, reduction):
+# Notes of one reduction's arithmetic.
+_ARITHMETIC_NOTES = {
+    "Div": "Floats follow IEEE 754 (a zero divisor gives inf or nan). Integer division truncates toward zero "
+           "(``MIN / -1`` wraps to ``MIN``); an integer zero divisor is an error raised before anything is "
+           "written.",
+    "Max": "A NaN on either side propagates (as numpy.maximum / numpy.minimum and PyTorch do).",
+    "Min": "A NaN on either side propagates (as numpy.maximum / numpy.minimum and PyTorch do).",
+    "Add": "Integer overflow wraps as the dtype does (as numpy does).",
+    "Sub": "Integer overflow wraps as the dtype does (as numpy does).",
+    "Mul": "Integer overflow wraps as the dtype does (as numpy does).",
+}
+
+
+def _notes(r):
     notes = []
-    if family != "TensorScatter":
+    if r.in_place:
         notes.append("This is an in-place update operator: the Parameter `input_x` holds the new value once the "
                      "call is done (cost O(updates), no copy of `input_x`). `use_locking` is kept for "
                      "compatibility: calls on the same Parameter are serialised inside the kernel whatever its "
                      "value.")
     else:
         notes.append("The result is a copy of `input_x` updated by `updates`: cost O(input_x) + O(updates).")
-    if reduction == "Update":
+    if r.copies:
         notes.append("Duplicate index vectors are applied in index order: the last occurrence wins, the same on "
                      "every run and every backend (MindSpore leaves this order undefined).")
     else:
@@ -94,15 +110,9 @@ def _notes(family, reduction):
     notes.append("An index out of range or negative is an error raised before anything is written: "
                  "`input_x` is left exactly as it was (see Raises). The message names the operator, the bad "
                  "value, its position in `indices` and the valid range.")
-    if reduction == "Div":
-        notes.append("Floats follow IEEE 754 (a zero divisor gives inf or nan). Integer division truncates "
-                     "toward zero (``MIN / -1`` wraps to ``MIN``); an integer zero divisor is an error raised "
-                     "before anything is written.")
-    if reduction in ("Max", "Min"):
-        notes.append("A NaN on either side propagates (as numpy.maximum / numpy.minimum and PyTorch do).")
-    if reduction in ("Add", "Sub", "Mul"):
-        notes.append("Integer overflow wraps as the dtype does (as numpy does).")
-    if reduction != "Update":
+    if r.reduction in _ARITHMETIC_NOTES:
+        notes.append(_ARITHMETIC_NOTES[r.reduction])
+    if not r.copies:
         notes.append("float16 accumulates in float32: each destination slice takes all of its updates in "
                      "float32 and is rounded to float16 once.")
     notes.append("Differentiable with respect to `input_x` and `updates` (`indices` get none), in PYNATIVE, "
@@ -110,63 +120,63 @@ def _notes(family, reduction):
     return notes
 
 
-def _inputs(family, reduction):
-    if family == "TensorScatter":
-        x = ("input_x (Tensor)", "The input tensor, of dtype " + _value_dtypes(family, reduction)
+def _inputs(r):
+    if not r.in_place:
+        x = ("input_x (Tensor)", "The input tensor, of dtype " + _value_dtypes(r)
              + ". Its rank must be at least "
              "`indices.shape[-1]`.")
         i = ("indices (Tensor)", "The index vectors, of dtype int32 or int64, rank at least 2; the last axis "
              "is the depth of each index vector.")
         u = ("updates (Tensor)", "The values, of the dtype of `input_x`, of shape "
-             f"`{_SHAPE[family]}`.")
+             f"`{_SHAPE[r.family]}`.")
     else:
         x = ("input_x (Parameter)", "The target tensor, a Parameter (updated in place), of dtype "
-             + _value_dtypes(family, reduction) + "."
+             + _value_dtypes(r) + "."
              + (" Its shape is :math:`(N, *)` where :math:`*` means any number of additional dimensions."
-                if family == "Scatter" else " Its rank must be at least `indices.shape[-1]`."))
-        if family == "Scatter":
+                if r.depth_one else " Its rank must be at least `indices.shape[-1]`."))
+        if r.depth_one:
             i = ("indices (Tensor)", "The rows of `input_x` to update, of dtype mindspore.int32 or "
                  "mindspore.int64, any shape.")
         else:
             i = ("indices (Tensor)", "The index vectors, of dtype int32 or int64, rank at least 1; the last "
                  "axis is the depth of each index vector.")
         u = ("updates (Tensor)", "The values, of the dtype of `input_x` (a lower-priority dtype is converted "
-             f"to it), of shape `{_SHAPE[family]}`.")
+             f"to it), of shape `{_SHAPE[r.family]}`.")
     return [x, i, u]
 
 
-def _raises(family, reduction, primitive):
+def _raises(r, primitive):
     out = []
-    if family != "TensorScatter" and primitive:
+    if r.in_place and primitive:
         out.append(("TypeError", "If `use_locking` is not a bool."))
-    if family == "ScatterNd" and not primitive:
+    if r.in_place and not r.depth_one and not primitive:
         out.append(("TypeError", "If `use_locking` is not a bool (MindSpore's ``scatter_nd_*`` take it; "
                                  "under ``ms_scatter.patch()`` they accept it)."))
     out.append(("TypeError", "If `input_x` or `indices` is not a Tensor, or `updates` is neither a Tensor nor a "
                              "number."))
     out.append(("TypeError", "If the dtype of `indices` is not int32 or int64."))
-    out.append(("TypeError", f"If the dtype of `input_x` is not one of {_value_dtypes(family, reduction)}."))
-    if family == "TensorScatter":
+    out.append(("TypeError", f"If the dtype of `input_x` is not one of {_value_dtypes(r)}."))
+    if not r.in_place:
         out.append(("TypeError", "If the dtype of `updates` is not the dtype of `input_x`."))
     else:
         out.append(("TypeError", "If `updates` has a dtype that `input_x` would have to be converted to (a "
                                  "Parameter is never converted; MindSpore's built-in raises RuntimeError here)."))
-    out.append(("ValueError", f"If the shape of `updates` is not `{_SHAPE[family]}`."))
-    if family == "Scatter":
+    out.append(("ValueError", f"If the shape of `updates` is not `{_SHAPE[r.family]}`."))
+    if r.depth_one:
         out.append(("ValueError", "If `input_x` has rank 0."))
     else:
-        out.append(("ValueError", f"If the rank of `indices` is less than {1 if family == 'ScatterNd' else 2}."))
+        out.append(("ValueError", f"If the rank of `indices` is less than {r.min_indices_rank}."))
         out.append(("ValueError", "If `indices.shape[-1]` is greater than the rank of `input_x`."))
     out.append(("ms_scatter.ScatterIndexError", "In PYNATIVE mode, if a value of `indices` is out of range or "
                                                 "negative; a subclass of IndexError and RuntimeError. Nothing is "
                                                 "written."))
-    if reduction == "Div":
+    if r.reduction == "Div":
         out.append(("ms_scatter.ScatterZeroDivisionError", "In PYNATIVE mode, if `input_x` has an integer dtype "
                                                            "and `updates` contains 0; a subclass of "
                                                            "ZeroDivisionError and RuntimeError. Nothing is "
                                                            "written."))
     out.append(("RuntimeError", "In GRAPH mode, under jit or vmap, for the same invalid "
-                + ("indices or integer zero divisors" if reduction == "Div" else "indices")
+                + ("indices or integer zero divisors" if r.reduction == "Div" else "indices")
                 + " (MindSpore's generic kernel error; `ms_scatter.last_error()` returns the message). "
                   "Nothing is written."))
     return out
@@ -216,7 +226,7 @@ def _fmt(value):
 def _trace(op, x, indices, updates):
     """Comment lines walking through a Scatter* example step by step (one step per row of
     `indices`), as MindSpore's ScatterAdd / ScatterSub pages do."""
-    family, reduction = op_split(op)
+    r = infer.operator(op)
     x = np.array(x, copy=True)
     indices = np.asarray(indices)
     rows = indices.reshape(-1, indices.shape[-1]) if indices.ndim > 1 else indices.reshape(1, -1)
@@ -226,21 +236,14 @@ def _trace(op, x, indices, updates):
         lines.append(f">>> # step {s + 1}: {row.tolist()}")
         for k, i in enumerate(row):
             old, v = x[i].copy(), upd[s, k]
-            x[i] = reduce_step(reduction, x[i], v)
-            if reduction in _INFIX:
-                lines.append(f">>> # input_x[{i}] = {_fmt(old)} {_INFIX[reduction]} {_fmt(v)} = {_fmt(x[i])}")
-            elif reduction == "Update":
+            x[i] = reduce_step(r.reduction, x[i], v)
+            if r.reduction in _INFIX:
+                lines.append(f">>> # input_x[{i}] = {_fmt(old)} {_INFIX[r.reduction]} {_fmt(v)} = {_fmt(x[i])}")
+            elif r.copies:
                 lines.append(f">>> # input_x[{i}] = {_fmt(v)}")
             else:
-                lines.append(f">>> # input_x[{i}] = {reduction.lower()}({_fmt(old)}, {_fmt(v)}) = {_fmt(x[i])}")
+                lines.append(f">>> # input_x[{i}] = {r.reduction.lower()}({_fmt(old)}, {_fmt(v)}) = {_fmt(x[i])}")
     return lines
-
-
-def op_split(op):
-    for family in sorted(infer.FAMILIES, key=len, reverse=True):
-        if op.startswith(family) and op[len(family):] in infer.REDUCTIONS:
-            return family, op[len(family):]
-    raise ValueError(op)
 
 
 # The generated examples: per family, (input_x, indices, updates) of float32 values whose
@@ -261,25 +264,24 @@ def _examples_of(op, callable_name, primitive):
     seeds = [e for e in SEED_EXAMPLES if e["op"] == callable_name and (e["kind"] == "primitive") == primitive]
     if seeds:
         return [(e["input_x"], e["indices"], e["updates"], e["expected"], True) for e in seeds]
-    family, _ = op_split(op)
     out = []
-    for x, i, u in _CASES[family]:
+    for x, i, u in _CASES[infer.operator(op).family]:
         x32 = np.array(x, np.float32)
         out.append((x, i, u, str(oracle(op, x32, np.array(i, np.int32), np.array(u, np.float32))), False))
     return out
 
 
 def _example_lines(op, primitive):
-    family, reduction = op_split(op)
-    in_place = family != "TensorScatter"
-    fname = infer.function_name(op)
+    r = infer.operator(op)
+    in_place = r.in_place
+    fname = r.function
     lines = list(_HEADER)
     for n, (x, i, u, expected, seed) in enumerate(_examples_of(op, op if primitive else fname, primitive)):
         if n and in_place:
             lines.append(">>> # for input_x will be updated after the operation is completed. "
                          "input_x need to be re-initialized.")
         lines += _tensor_lines("input_x", x, np.float32, parameter=in_place)
-        if n and family == "Scatter" and np.asarray(i).ndim == 2:
+        if n and r.depth_one and np.asarray(i).ndim == 2:
             lines += _trace(op, np.array(x, np.float32), np.array(i), np.array(u, np.float32))
         lines += _tensor_lines("indices", i, np.int32)
         lines += _tensor_lines("updates", u, np.float32)
@@ -291,29 +293,30 @@ def _example_lines(op, primitive):
         lines.append(">>> print(output)")
         lines += expected.split("\n")
     if primitive:
-        lines += _error_example(op, family)
+        lines += _error_example(r)
     return lines
 
 
-def _error_example(op, family):
+def _error_example(r):
     """An out-of-range index: the error, and input_x unchanged."""
+    op = r.name
     x = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
-    if family == "Scatter":
+    if r.depth_one:
         i, u, pos, shape = [1, 5], [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]], "(1,)", "(2,)"
         valid = "[0, 2) (dimension 0 of 'input_x' with shape (2, 3))"
     else:
         i, u, pos, shape = [[1, 0], [1, 3]], [1.0, 1.0], "(1, 1)", "(2, 2)"
         valid = "[0, 3) (dimension 1 of 'input_x' with shape (2, 3))"
     lines = [">>> # an index out of range: an error before anything is written"]
-    lines += _tensor_lines("input_x", x, np.float32, parameter=family != "TensorScatter")
+    lines += _tensor_lines("input_x", x, np.float32, parameter=r.in_place)
     lines += _tensor_lines("indices", i, np.int32)
     lines += _tensor_lines("updates", u, np.float32)
     lines += [f">>> output = ms_scatter.{op}()(input_x, indices, updates)",
               "Traceback (most recent call last):",
               "    ...",
               f"ms_scatter.ScatterIndexError: For '{op}', each value of 'indices' must be in {valid}, "
-              f"but got {3 if family != 'Scatter' else 5} at position {pos} of 'indices' (shape {shape}).",
-              ">>> print(input_x)" if family == "TensorScatter" else ">>> print(input_x.asnumpy())",
+              f"but got {5 if r.depth_one else 3} at position {pos} of 'indices' (shape {shape}).",
+              ">>> print(input_x.asnumpy())" if r.in_place else ">>> print(input_x)",
               "[[1. 2. 3.]", " [4. 5. 6.]]"]
     return lines
 
@@ -344,40 +347,38 @@ def _hang(text, indent, width=100):
     return lines
 
 
-def _doc(family, reduction, primitive):
-    op = family + reduction
-    fname = infer.function_name(op)
-    in_place = family != "TensorScatter"
-    out = [_summary(family, reduction), ""]
-    for paragraph in _description(family, reduction):
+def _doc(r, primitive):
+    op, fname, in_place = r.name, r.function, r.in_place
+    out = [_summary(r), ""]
+    for paragraph in _description(r):
         out += _hang(paragraph, "") + [""]
-    out += [("for each `i, ..., j` in `indices.shape`:" if family == "Scatter" else
+    out += [("for each `i, ..., j` in `indices.shape`:" if r.depth_one else
              "for each index vector `indices[i, ..., j]`:"), "", ".. math::", "",
-            "    " + _formula(family, reduction), ""]
-    if family == "TensorScatter":
+            "    " + _formula(r), ""]
+    if not in_place:
         out += ["where :math:`\\text{output}` starts as a copy of `input_x`.", ""]
     if in_place:
         out += _hang("Inputs of `input_x` and `updates` comply with the implicit type conversion rules to make the "
                      "data types consistent: `updates` of a lower-priority dtype is converted to the dtype of "
                      "`input_x`; a conversion that would need the Parameter `input_x` converted is refused.", "")
         out += [""]
-    out += _section("Note", _bullets(_notes(family, reduction)))
+    out += _section("Note", _bullets(_notes(r)))
     if primitive:
         if in_place:
             out += _section("Args", _hang("use_locking (bool, optional): Whether to protect the assignment by a "
                                           "lock. Default: ``False``. Kept for compatibility (see Note).", "    "))
-        out += _section("Inputs", [line for name, text in _inputs(family, reduction)
+        out += _section("Inputs", [line for name, text in _inputs(r)
                                    for line in _hang(f"- **{name.split()[0]}** {name[len(name.split()[0]) + 1:]} "
                                                      f"- {text}", "  ")])
         out += _section("Outputs", ["Tensor, the updated `input_x`, has the same shape and type as `input_x`."
                                     if in_place else "Tensor, has the same shape and type as `input_x`."])
     else:
-        out += _section("Args", [line for name, text in _inputs(family, reduction)
+        out += _section("Args", [line for name, text in _inputs(r)
                                  for line in _hang(f"{name}: {text}", "    ")])
         out += _section("Returns", _hang("Tensor, the updated `input_x` (the Parameter itself, updated in place), "
                                          "has the same shape and type as `input_x`." if in_place else
                                          "Tensor, a new tensor with the same shape and type as `input_x`.", ""))
-    out += _section("Raises", [line for kind, text in _raises(family, reduction, primitive)
+    out += _section("Raises", [line for kind, text in _raises(r, primitive)
                                for line in _hang(f"{kind}: {text}", "    ")])
     out += _section("Supported Platforms", [
         PLATFORMS, "",
@@ -392,11 +393,11 @@ def _doc(family, reduction, primitive):
     return "\n".join(("    " + line) if line else "" for line in out).rstrip() + "\n"
 
 
-def primitive_doc(family, reduction):
-    """The docstring of the primitive family + reduction (e.g. ScatterAdd)."""
-    return "\n" + _doc(family, reduction, primitive=True)
+def primitive_doc(op):
+    """The docstring of primitive `op` (e.g. ScatterAdd)."""
+    return "\n" + _doc(infer.operator(op), primitive=True)
 
 
-def function_doc(family, reduction):
+def function_doc(op):
     """The docstring of its functional form (e.g. scatter_add)."""
-    return "\n" + _doc(family, reduction, primitive=False)
+    return "\n" + _doc(infer.operator(op), primitive=False)

@@ -43,6 +43,7 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
+from . import infer
 from ._compat import _pynative_executor
 from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
@@ -53,7 +54,8 @@ from mindspore.ops.operations import ZerosLike as _MsZerosLike
 
 
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
-NEEDS_INPUT = ("Mul", "Max", "Min")  # rules that need input_x before the write
+# the rules that need input_x before the write
+NEEDS_INPUT = tuple(r.name for r in infer.REDUCTION.values() if r.needs_input)
 
 # ms_scatter's own TensorScatter kernels, set by install() once they exist, and their
 # row-shard twins (a 4th input, the shard), set by install_sharded().
@@ -296,6 +298,17 @@ ValueCast = type("Cast", (_MsCast,), {"__qualname__": "ValueCast", "__doc__": "T
 _value_cast = ValueCast()
 
 
+# float64 and bfloat16: MindSpore 2.10 reads a Parameter of those dtypes as a value through a
+# TensorMove that has no CPU kernel of them (float64 comes back rounded to float32, bfloat16
+# fails to compile); InPlaceCall returns a copy that the kernel makes instead.
+_COPIED_RESULTS = (mstype.float64, mstype.bfloat16)
+
+
+@constexpr
+def _copies_result(dtype):
+    return dtype in _COPIED_RESULTS
+
+
 def _as_value(y):
     """An in-place functional form's result in a graph: the updated Parameter as a value, not
     the Parameter. MindSpore 2.10 compiles a custom-bprop Cell (InPlaceCall) once for all calls
@@ -303,11 +316,9 @@ def _as_value(y):
     of one shape in one graph returned the first Parameter as the second result (nn.Adam's
     sparse path under the patch read one moment for the other). A cast to its own dtype makes
     the call's result a value of its own; the compiler removes it (no copy). Outside the Cell:
-    inside it, under vmap, a result that is discarded lost the write. Not for float64 and
-    bfloat16: MindSpore reads such a value of a Parameter through a TensorMove that has no
-    kernel of those dtypes (float64 comes back rounded to float32, bfloat16 fails to compile),
-    so those results stay the Parameter (docs/guide/policies.md)."""
-    if y.dtype in (mstype.float64, mstype.bfloat16):
+    inside it, under vmap, a result that is discarded lost the write. float64 and bfloat16
+    results are already values (the kernel's copy, InPlaceCall)."""
+    if _copies_result(y.dtype):
         return y
     return _value_cast(y, y.dtype)
 
@@ -319,9 +330,10 @@ class InPlaceCall(nn.Cell):
     the same call on a row shard (a 4th kernel input); both share the recorded call and the
     gradient below."""
 
-    def __init__(self, kernel, result, result_view, reduction, depth_one):
+    def __init__(self, kernel, result, result_view, reduction, depth_one, copying=None):
         super().__init__(auto_prefix=False)
         self.kernel = kernel
+        self.copying = copying  # the same call with a copy of input_x as output (float64, bfloat16)
         self.fast_result = result
         self.result = result_view
         self.reduction = reduction
@@ -348,6 +360,8 @@ class InPlaceCall(nn.Cell):
             raise
 
     def construct(self, x, indices, updates, saved):
+        if self.copying is not None and _copies_result(x.dtype):
+            return self.copying(x, indices, updates)
         return self.result(x, self.kernel(x, indices, updates))
 
     def bprop(self, x, indices, updates, saved, out, dout):
@@ -473,7 +487,7 @@ def _slots_of_vectors(input_x, indices, updates, shard=None):
     return _saved_slots(input_x, indices, updates, shard)
 
 
-def in_place_function(kernel, result, result_view, reduction, depth_one, convert, sharded=False):
+def in_place_function(kernel, result, result_view, reduction, depth_one, convert, sharded=False, copying=None):
     """The in-place functional form of one operator (returns the updated input_x);
     `convert(op, input_x, updates)` is the implicit dtype conversion of updates. sharded: the
     form on a row shard, ``function(shard, global indices, updates, shard_info)`` with a
@@ -487,7 +501,7 @@ def in_place_function(kernel, result, result_view, reduction, depth_one, convert
             updates = convert(op, input_x, updates)
             return _as_value(call(input_x, indices, updates, shard, saved(input_x, indices, updates, shard)))
         return function
-    call = InPlaceCall(kernel, result, result_view, reduction, depth_one)
+    call = InPlaceCall(kernel, result, result_view, reduction, depth_one, copying)
 
     def function(input_x, indices, updates):  # pylint: disable=function-redefined
         updates = convert(op, input_x, updates)

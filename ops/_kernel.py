@@ -189,9 +189,9 @@ class ScatterKernel(GraphMethod, ops.Custom):
         self._hybrid = _ascend.attach(self) if func_type != "aot" else None
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
         # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
-        # in-place primitives' own '_return' entries, which are never launched
+        # in-place '_return' entries (graphs only: ops/_grad.py, InPlaceCall)
         self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
-            self._library == CPU_LIBRARY and not sharded and (token or family == "TensorScatter")
+            self._library == CPU_LIBRARY and not sharded and (token or not infer.operator(op_name).in_place)
             and graph not in ("static", "dynamic")) else None
         self._check_memo = {}
         self._fast = {}  # eager_call's plans, by types, shapes and dtypes

@@ -39,8 +39,8 @@ from ._compat import STANDARD_METHOD
 from ._lib import call_counts
 from .primitives import FUNCTIONS, PRIMITIVES
 
-OPS = tuple(family + reduction for family in infer.FAMILIES for reduction in infer.REDUCTIONS)
-FUNCTION_OF = {op: infer.function_name(op) for op in OPS}
+OPS = tuple(infer.OPERATORS)
+FUNCTION_OF = {op: record.function for op, record in infer.OPERATORS.items()}
 OP_OF = {fn: op for op, fn in FUNCTION_OF.items()}
 
 # Where MindSpore's own objects are looked up (their aliases elsewhere are found by
@@ -66,7 +66,8 @@ _LOCK = threading.RLock()
 
 def _wants_use_locking(function_name):
     """MindSpore's scatter_nd_* functions take ``use_locking=False`` after the inputs."""
-    return OP_OF[function_name].startswith("ScatterNd")
+    record = infer.operator(OP_OF[function_name])
+    return record.in_place and not record.depth_one
 
 
 def _adapter(name):

@@ -56,10 +56,9 @@ def stub_text():
     from .primitives import FUNCTIONS, PRIMITIVES  # pylint: disable=import-outside-toplevel
     out = [HEADER]
     for name in sorted(PRIMITIVES):
-        family = OPERATORS[name][0]
         out.append(f"\nclass {name}(Primitive):")
         out.append(f'    """{_summary(PRIMITIVES[name])}"""')
-        if family == "TensorScatter":
+        if not OPERATORS[name].in_place:
             out.append("    def __init__(self) -> None: ...")
             out.append("    def __call__(self, input_x: Tensor, indices: Tensor, updates: Tensor) -> Tensor: ...")
         else:
@@ -67,8 +66,9 @@ def stub_text():
             out.append("    def __init__(self, use_locking: bool = False) -> None: ...")
             out.append("    def __call__(self, input_x: Tensor, indices: Tensor, updates: _Updates) -> Tensor: ...")
     out.append("")
+    in_place = {r.function: r.in_place for r in OPERATORS.values()}
     for name in sorted(FUNCTIONS):
-        updates = "Tensor" if name.startswith("tensor_") else "_Updates"
+        updates = "_Updates" if in_place[name] else "Tensor"
         out.append(f"\ndef {name}(input_x: Tensor, indices: Tensor, updates: {updates}) -> Tensor:")
         out.append(f'    """{_summary(FUNCTIONS[name])}"""')
     return "\n".join(out) + "\n"

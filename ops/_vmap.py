@@ -81,22 +81,23 @@ _nd_kernels = {}
 def _nd_kernel(prim):
     """The kernel that runs a batch of in-place `prim` at depth d + 1: ScatterNd* of the same
     reduction, of the same kind (the functions' token kernel, or the primitive)."""
-    op = "ScatterNd" + prim.op_name[len(prim.family):]
+    op = infer.operator(prim.op_name).nd
     if isinstance(prim, _InPlaceKernel):
-        key = (op, "token")
+        key = (op, "copy" if prim.copies else "token")
     else:
         key = (op, prim.use_locking)
     if key not in _nd_kernels:
-        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd", graph=None) if key[1] == "token"
+        _nd_kernels[key] = (_InPlaceKernel(op, "ScatterNd", graph=None, copies=key[1] == "copy")
+                            if key[1] in ("token", "copy")
                             else PRIMITIVES[op](use_locking=prim.use_locking))
     return _nd_kernels[key]
 
 
 def _in_place_rule(prim, axis_size):
     op = prim.op_name
-    depth_one = prim.family == "Scatter"
+    depth_one = infer.operator(op).depth_one
     batched = _nd_kernel(prim)
-    token = isinstance(prim, _InPlaceKernel)
+    token = isinstance(prim, _InPlaceKernel) and not prim.copies
 
     def vmap_rule(x_bdim, indices_bdim, updates_bdim, u_monad):
         x, x_dim = x_bdim

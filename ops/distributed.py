@@ -169,10 +169,11 @@ class _ShardKernel(ScatterKernel):
     global rows, updates, shard = int64 (row_begin, global_rows)); in place with a token
     (Scatter*, ScatterNd*) or out of place (TensorScatter*)."""
 
-    def __init__(self, op_name, family, reduction):
-        token = family != "TensorScatter"
+    def __init__(self, op_name):
+        record = infer.operator(op_name)
+        family, token = record.family, record.in_place
         entry = f"{op_name}_shard_token" if token else f"{op_name}_shard"
-        bprop = None if token else _grad.out_of_place_bprop(reduction, family == "Scatter", sharded=True)
+        bprop = None if token else _grad.out_of_place_bprop(record.reduction, record.depth_one, sharded=True)
         self._setup(op_name, family, entry, token=token, side_effect=token, bprop=bprop, sharded=True)
 
     def _check_info(self, shape, dtype):
@@ -186,7 +187,7 @@ class _ShardKernel(ScatterKernel):
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape, shard_shape=None):
         indices_shape = tuple(indices_shape)
-        if self.family != "Scatter" and indices_shape and indices_shape[-1] == 0:
+        if not infer.operator(self.op_name).depth_one and indices_shape and indices_shape[-1] == 0:
             raise infer.op_error(ValueError, self.op_name,
                                  f"a row-sharded 'input_x' needs index vectors of depth >= 1, but got indices "
                                  f"of shape {indices_shape}.")
@@ -209,32 +210,31 @@ class _ShardKernel(ScatterKernel):
         return super()._convert(input_x, indices, updates) + (shard,)
 
 
-def _shard_function(family, reduction):
-    op = family + reduction
-    kernel = _ShardKernel(op, family, reduction)
-    if family == "TensorScatter":
+def _shard_function(op):
+    record = infer.operator(op)
+    kernel = _ShardKernel(op)
+    if not record.in_place:
         def function(input_x, indices, updates, shard):
             return kernel(input_x, indices, updates, shard)
         return function, kernel
     # the one in-place path (ops/_grad.py) with the shard as the kernel's 4th input
-    return _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, family == "Scatter",
+    return _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, record.reduction, record.depth_one,
                                    in_place_updates, sharded=True), kernel
 
 
 SHARD_FUNCTIONS = {}  # "shard_scatter_add" ...: (shard, global indices, updates, int64 (row_begin, global_rows))
 _SHARD_KERNELS = {}
-for _family in infer.FAMILIES:
-    for _reduction in infer.REDUCTIONS:
-        _fn, _shard_kernel = _shard_function(_family, _reduction)
-        _name = "shard_" + infer.function_name(_family + _reduction)
-        _fn.__name__ = _fn.__qualname__ = _name
-        _fn.__doc__ = (f"{_family + _reduction} on a row shard: input_x holds rows [row_begin, row_begin + "
-                       f"input_x.shape[0]) of a table of global_rows rows (shard = int64 (row_begin, "
-                       f"global_rows)); indices name global rows, checked against global_rows; the vectors "
-                       f"outside the shard are skipped. No communication.")
-        SHARD_FUNCTIONS[_name] = _fn
-        _SHARD_KERNELS[_family + _reduction] = _shard_kernel
-_grad.install_sharded({r: _SHARD_KERNELS["TensorScatter" + r] for r in infer.REDUCTIONS})
+for _op, _record in infer.OPERATORS.items():
+    _fn, _shard_kernel = _shard_function(_op)
+    _name = "shard_" + _record.function
+    _fn.__name__ = _fn.__qualname__ = _name
+    _fn.__doc__ = (f"{_op} on a row shard: input_x holds rows [row_begin, row_begin + input_x.shape[0]) of a "
+                   f"table of global_rows rows (shard = int64 (row_begin, global_rows)); indices name global "
+                   f"rows, checked against global_rows; the vectors outside the shard are skipped. No "
+                   f"communication.")
+    SHARD_FUNCTIONS[_name] = _fn
+    _SHARD_KERNELS[_op] = _shard_kernel
+_grad.install_sharded({rec.reduction: _SHARD_KERNELS[op] for op, rec in infer.OPERATORS.items() if not rec.in_place})
 globals().update(SHARD_FUNCTIONS)
 
 
@@ -514,12 +514,12 @@ def shard_primitive(primitive, in_strategy=None, out_strategy=None, ranks=None, 
     _, world_rank, world_size = group_info()
     layout = row_split_layout(primitive.op_name, in_strategy, world_size if ranks is None else ranks,
                               world_rank if rank is None else rank, x_rank)
-    family, reduction = primitive.family, primitive.op_name[len(primitive.family):]
-    function, kernel = _shard_function(family, reduction)  # this primitive's own kernel: it carries the layout
+    function, kernel = _shard_function(primitive.op_name)  # this primitive's own kernel: it carries the layout
     kernel.shard(layout["in_strategy"])
     kernel.add_prim_attr("dev_matrix_shape", layout["dev_matrix_shape"])
     kernel.add_prim_attr("inputs_tensor_map", layout["inputs_tensor_map"])
-    kernel.add_prim_attr("outputs_tensor_map", [[-1]] if family != "TensorScatter" else [layout["x_map"]])
+    kernel.add_prim_attr("outputs_tensor_map", [[-1]] if infer.operator(primitive.op_name).in_place
+                         else [layout["x_map"]])
     splits, block = layout["splits"], layout["block"]
     primitive.add_prim_attr("in_strategy", in_strategy)
     primitive.row_layout = layout

@@ -11,8 +11,9 @@ How a call runs, and what it costs (x = input_x, u = updates):
   ``__call__``; in a graph (GRAPH mode, ``jit``) the primitive compiles as its functional
   form wherever the graph holds it: called, bound by ``F.partial``, passed through
   ``HyperMap`` into a ``MultitypeFuncGraph``, chosen by a condition (ops/_graph.py). Cost
-  O(u). (The primitive's own aot entry, ``<Op>_return``, which would copy all of x into its
-  output, is never launched.)
+  O(u). float64 and bfloat16 in a graph: the ``<Op>_return`` entry, in place plus a copy
+  of x as the result, O(x) + O(u) (MindSpore cannot read such a Parameter as a value:
+  ops/_grad.py).
 * ``TensorScatterMax()(x, i, u)`` / ``tensor_scatter_max``: out of place, O(x) + O(u).
 
 The kernels, their graph nodes (static and dynamic shapes) and the call paths beneath are
@@ -30,14 +31,21 @@ from ._kernel import IN_PLACE_SIGNATURE, ScatterKernel, bind_arguments, check_ea
 
 
 class _InPlaceKernel(ScatterKernel):
-    """In place on a Parameter, 1-element token output: the O(updates) path."""
+    """In place on a Parameter. Output a 1-element token (the O(updates) path) or, with
+    ``copies``, a copy of the updated input_x (the ``<Op>_return`` entry): the graph result of
+    float64 and bfloat16 calls, which MindSpore cannot read from the Parameter (ops/_grad.py)."""
     __mindspore_signature__ = IN_PLACE_SIGNATURE
 
-    def __init__(self, op_name, family, graph="dispatch"):
-        self._setup(op_name, family, f"{op_name}_token", token=True, side_effect=True, graph=graph)
+    def __init__(self, op_name, family, graph="dispatch", copies=False):
+        self._setup(op_name, family, f"{op_name}_return" if copies else f"{op_name}_token", token=not copies,
+                    side_effect=True, graph=graph)
+
+    @property
+    def copies(self):
+        return not self._token  # kept by the graph nodes made of this kernel
 
     def __deepcopy__(self, memo):
-        return type(self)(self.op_name, self.family, graph=self._graph)
+        return type(self)(self.op_name, self.family, graph=self._graph, copies=self.copies)
 
 
 class _InPlaceScatter(ScatterKernel):
@@ -107,40 +115,38 @@ class _TensorScatter(ScatterKernel):
         return type(self)() if self._graph is None else self._graph_node(self._graph)
 
 
-def _make(family, reduction):
-    op = family + reduction
-    doc = _docs.primitive_doc(family, reduction)
+def _make(record):
+    op, family, reduction = record.name, record.family, record.reduction
+    doc = _docs.primitive_doc(op)
     attrs = {"_op": op, "_family": family, "_reduction": reduction, "__doc__": doc, "__module__": "ms_scatter"}
-    if family == "TensorScatter":
+    if not record.in_place:
         cls = type(op, (_TensorScatter,), attrs)
         kernel = cls._bare()
         aot = kernel
     else:
         cls = type(op, (_InPlaceScatter,), attrs)
         kernel = _InPlaceKernel(op, family)
-        aot = _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, family == "Scatter",
-                                      in_place_updates)
-    cls._function = staticmethod(aot)  # what an instance compiles as in a graph (ops/_graph.py)
-    if family != "TensorScatter":
+        aot = _grad.in_place_function(kernel, _kernel.result, _kernel.result_view, reduction, record.depth_one,
+                                      in_place_updates, copying=_InPlaceKernel(op, family, copies=True))
         cls._token_kernel = kernel
+    cls._function = staticmethod(aot)  # what an instance compiles as in a graph (ops/_graph.py)
     # the function's path, chosen per Python call and per compile: ops/_graph.py
-    path = FunctionPath(aot, _ascend.AscendOp(op, family, kernel._convert), _ascend.use_ascend_path,
-                        None if family == "TensorScatter" else functools.partial(check_eager_inputs, op),
+    path = FunctionPath(aot, _ascend.AscendOp(op, kernel._convert), _ascend.use_ascend_path,
+                        functools.partial(check_eager_inputs, op) if record.in_place else None,
                         eager=kernel.eager_call if kernel._direct is not None else None)
 
     def function(input_x, indices, updates):
         return path(input_x, indices, updates)
-    function.__name__ = function.__qualname__ = infer.function_name(op)
-    function.__doc__ = _docs.function_doc(family, reduction)
+    function.__name__ = function.__qualname__ = record.function
+    function.__doc__ = _docs.function_doc(op)
     mark_function(function)
     return cls, function
 
 
 PRIMITIVES = {}
 FUNCTIONS = {}
-for _family in infer.FAMILIES:
-    for _reduction in infer.REDUCTIONS:
-        _cls, _fn = _make(_family, _reduction)
-        PRIMITIVES[_cls.__name__] = _cls
-        FUNCTIONS[_fn.__name__] = _fn
+for _record in infer.OPERATORS.values():
+    _cls, _fn = _make(_record)
+    PRIMITIVES[_cls.__name__] = _cls
+    FUNCTIONS[_fn.__name__] = _fn
 _grad.install(PRIMITIVES)

@@ -45,11 +45,9 @@ def acc_dtype(dtype):
 
 
 def split_op(op):
-    """'ScatterNdAdd' -> ('ScatterNd', 'Add')."""
-    for family in sorted(infer.FAMILIES, key=len, reverse=True):
-        if op.startswith(family) and op[len(family):] in infer.REDUCTIONS:
-            return family, op[len(family):]
-    raise ValueError(f"unknown operator {op!r}")
+    """'ScatterNdAdd' -> ('ScatterNd', 'Add'), from the operator table."""
+    record = infer.operator(op)
+    return record.family, record.reduction
 
 
 def _trunc_div(a, b):
@@ -83,11 +81,12 @@ def reduce_step(reduction, acc, v):
 
 def oracle(op, x, indices, updates):
     """Result of `op` (e.g. 'ScatterAdd') applied to numpy arrays; input arrays unchanged."""
-    family, reduction = split_op(op)
+    record = infer.operator(op)
+    reduction = record.reduction
     x = np.asarray(x)
     indices = np.asarray(indices)
     updates = np.asarray(updates, dtype=x.dtype)
-    if family == "Scatter":
+    if record.depth_one:
         vectors = indices.reshape(-1, 1)
         depth = 1
     else:

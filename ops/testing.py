@@ -15,9 +15,10 @@ from .reference import (OracleIndexError, OracleZeroDivisionError, acc_dtype, is
 def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, depth=None):
     """A seeded random (x, indices, updates) for `op`; `n_index` index vectors arranged in
     a 2-d batch shape when possible; values avoid zero for integer Div."""
-    family, reduction = split_op(op)
+    record = infer.operator(op)
+    reduction = record.reduction
     dtype = np_dtype(dtype)
-    if family == "Scatter":
+    if record.depth_one:
         depth = 1
     elif depth is None:
         depth = min(len(x_shape), 2)
@@ -30,7 +31,7 @@ def random_case(rng, op, x_shape, n_index, dtype, index_dtype, duplicates=True, 
         cols = list(np.unravel_index(flat, dims)) if depth else []
     vectors = np.stack(cols, axis=-1) if depth else np.zeros((n_index, 0), np.int64)
     batch = (n_index // 2, 2) if n_index % 2 == 0 and n_index >= 4 else (n_index,)
-    if family == "Scatter":
+    if record.depth_one:
         indices = vectors.reshape(batch).astype(index_dtype)
     else:
         indices = vectors.reshape(batch + (depth,)).astype(index_dtype)
@@ -76,10 +77,10 @@ def entry_name(op, output="token", sharded=False):
     """Entry point of `op` in the library: Scatter*/ScatterNd* have '_token' (in place,
     1-element output) and '_return' (in place + copy); TensorScatter* one entry. The row-shard
     entries (sharded=True): '<op>_shard_token', 'TensorScatter<R>_shard'."""
-    family, _ = split_op(op)
+    in_place = infer.operator(op).in_place
     if sharded:
-        return f"{op}_shard" if family == "TensorScatter" else f"{op}_shard_token"
-    return op if family == "TensorScatter" else f"{op}_{output}"
+        return f"{op}_shard_token" if in_place else f"{op}_shard"
+    return f"{op}_{output}" if in_place else op
 
 
 class KernelCall:

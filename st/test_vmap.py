@@ -194,11 +194,6 @@ def test_vmap_matches_loop(mode, op, kind, axes, dtype, index_dtype, depth):
     expected, expected_x = _loop(op, kind, axes, x, indices, updates)
     target = Parameter(Tensor(x.copy()), name="p") if in_place(op) else Tensor(x)
     out = _run_vmap(mode, callable_for(op, kind), axes, target, indices, updates)
-    if in_place(op) and dtype == "float64":
-        # MindSpore quirk (see test_float64_parameter_output_rounded_by_mindspore): the
-        # vmap result of an in-place op (function or primitive: the primitive runs its
-        # functional form in a graph) is the Parameter, copied out through float32.
-        expected = expected.astype(np.float32).astype(np.float64)
     assert_same(out.asnumpy(), expected, "vmap output")
     if in_place(op):
         assert_same(target.asnumpy(), expected_x, "the Parameter after vmap")
@@ -410,8 +405,10 @@ def test_float64_parameter_output_rounded_by_mindspore(mode):
     or vmap: a graph output that is a float64 Parameter read after a Load (here `p * 1`,
     simplified to p; under vmap, the in-place function's Depend(p, token)) is copied out
     by a TensorMove that has no float64 CPU kernel, so the backend wraps it in casts to
-    float32 and back. The Parameter itself is exact. If this fails, MindSpore fixed it:
-    drop the special case in test_vmap_matches_loop and the note in docs/guide/vmap.md."""
+    float32 and back. The Parameter itself is exact. (Our float64 in-place results are the
+    kernel's own copy, exact: ops/_grad.py.) If this fails, MindSpore fixed it: drop the
+    notes in docs/guide/vmap.md and policies.md and the special case in
+    st/test_in_place_results.py."""
     x = np.random.default_rng(_seed("f64")).standard_normal((3, 4))
     out = _TimesOne(x.copy())().asnumpy()
     assert out.dtype == np.float64

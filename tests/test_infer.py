@@ -198,11 +198,32 @@ def test_x_dtype_error(op, bad):
 
 
 def test_value_dtypes_by_operator():
-    for op, (family, reduction) in infer.OPERATORS.items():
-        assert op == family + reduction
-        expected = infer.VALUE_DTYPES + (infer.COPY_DTYPES if reduction == "Update" else ())
+    for op, record in infer.OPERATORS.items():
+        assert op == record.name == record.family + record.reduction
+        expected = infer.VALUE_DTYPES + (infer.COPY_DTYPES if record.reduction == "Update" else ())
         assert infer.value_dtypes(op) == expected, op
     assert len(infer.OPERATORS) == len(infer.FAMILIES) * len(infer.REDUCTIONS)
+
+
+# What each family is, written out once more by hand: the table must say the same.
+_FAMILY_FACTS = {"Scatter": (True, True), "ScatterNd": (True, False), "TensorScatter": (False, False)}
+
+
+@pytest.mark.parametrize("op", sorted(infer.OPERATORS))
+def test_operator_record(op):
+    record = infer.operator(op)
+    assert (record.in_place, record.depth_one) == _FAMILY_FACTS[record.family]
+    assert record.function == infer.function_name(op)
+    assert record.copies == (record.reduction == "Update")
+    assert record.needs_input == (record.reduction in ("Mul", "Max", "Min"))
+    assert infer.operator(record.nd).family == "ScatterNd" and infer.operator(record.nd).reduction == record.reduction
+    assert not infer.operator(record.tensor).in_place and infer.operator(record.tensor).reduction == record.reduction
+    assert record.min_indices_rank == (2 if not record.in_place else 1)
+
+
+def test_unknown_operator_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown scatter operator 'ScatterFoo'"):
+        infer.operator("ScatterFoo")
 
 
 @pytest.mark.parametrize("ms_name,name", [("bool_", "bool"), ("complex64", "complex64"), ("complex128", "complex128")])

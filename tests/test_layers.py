@@ -2,10 +2,13 @@
 
 ops/primitives.py (the public objects) is built on the kernel layer, the gradients, the
 graph rule and the backends; none of those, nor the extensions (row shards and scale-out),
-import it back. ms_scatter's __init__ is the one place that wires them together.
+import it back. ms_scatter's __init__ is the one place that wires them together. What an operator is comes
+from its record (infer.OPERATORS), never from its name or a test of its family's name.
 """
 import ast
 import os
+import pathlib
+import re
 
 import pytest
 
@@ -59,3 +62,34 @@ def test_test_helpers_import_no_mindspore():
         modules |= {node.module.split(".")[0] for node in tops if isinstance(node, ast.ImportFrom) and node.module
                     and node.level == 0}
         assert "mindspore" not in modules, name
+
+
+ROOT = pathlib.Path(OPS).parent
+SOURCES = sorted((ROOT / "ops").glob("*.py")) + sorted((ROOT / "infer").glob("*.py"))
+
+# A test of a family's name, or a name taken apart to find the family or reduction.
+_FORBIDDEN = [
+    (re.compile(r"(?<!for )\bfamily\s*(==|!=|\bin\b)"), "a test of a family name"),
+    (re.compile(r"""(==|!=)\s*["'](Scatter|ScatterNd|TensorScatter)["']"""), "a comparison with a family name"),
+    (re.compile(r"""startswith\(\s*["'](Scatter|TensorScatter|scatter_|tensor_)"""),
+     "a name taken apart"),
+    (re.compile(r"\[len\([^)]*family[^)]*\):\]"), "a name taken apart"),
+]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_operators_are_asked_not_parsed(path):
+    bad = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        code = line.split("#", 1)[0]
+        for pattern, what in _FORBIDDEN:
+            if pattern.search(code):
+                bad.append(f"{path.name}:{number}: {what}: {line.strip()}")
+    assert not bad, "ask infer.operator(op) instead:\n" + "\n".join(bad)
+
+
+def test_the_check_finds_what_it_looks_for():
+    samples = ['if family == "Scatter":', 'x = op[len(prim.family):]', 'depth_one = fam != "TensorScatter"',
+               'if name.startswith("tensor_"):']
+    for sample in samples:
+        assert any(p.search(sample) for p, _ in _FORBIDDEN), sample

@@ -4,7 +4,8 @@
 //       int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes, void *stream);
 //
 //   Scatter<R>_token / ScatterNd<R>_token    in place on input_x, 1-element int32 output
-//   Scatter<R>_return / ScatterNd<R>_return  in place, plus a copy of the result
+//   Scatter<R>_return / ScatterNd<R>_return  in place, plus a copy of the result (the graph
+//                                            result of float64 and bfloat16 calls)
 //   TensorScatter<R>                         out of place (input_x untouched)
 //   Scatter<R>_shard_token / ScatterNd<R>_shard_token / TensorScatter<R>_shard
 //                                            the same on a row shard: a 4th input, int64
