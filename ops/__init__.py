@@ -7,7 +7,7 @@
 
 The documentation (docs/, built with Sphinx) tells the policies and what each call path costs.
 """
-import sys
+import sys as _sys
 
 from ._version import __version__
 
@@ -17,12 +17,12 @@ from ._version import __version__
 # first use, so that the launcher imports MindSpore no earlier than the program it runs
 # would (a program may set GLOG_v, or another variable MindSpore reads at import, before
 # its own ``import mindspore``). Any other import loads them now.
-DEFERRED = sys.argv[:1] == ["-m"]
-_LOADED = []  # [] before load(), ["loading"] during, ["loaded"] after
+_DEFERRED = _sys.argv[:1] == ["-m"]
+_LOADED = []  # [] before _load(), ["loading"] during, ["loaded"] after
 _AFTER_LOAD = []
 
 
-def after_load(callback):
+def _after_load(callback):
     """Run `callback()` once the package's contents are imported (now, if they are)."""
     if _LOADED == ["loaded"]:
         callback()
@@ -30,7 +30,7 @@ def after_load(callback):
         _AFTER_LOAD.append(callback)
 
 
-def load():
+def _load():
     """Import the package's contents (once)."""
     if _LOADED:
         return
@@ -38,14 +38,14 @@ def load():
     # pylint: disable=import-outside-toplevel
     from . import _vmap  # noqa: F401  (registers the vmap rule of every primitive)
     from . import distributed, infer, patch  # noqa: F401  (patch: a callable module, python -m ms_scatter.patch)
-    from ._lib import (CPU_LIBRARY, GPU_LIBRARY, ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError,
-                       call_counts, cpu_variant, get_num_threads, last_error, set_num_threads, thread_choices)
+    from ._lib import (ScatterIndexError, ScatterKernelError, ScatterZeroDivisionError, call_counts, cpu_variant,
+                       get_num_threads, last_error, set_num_threads, thread_choices)
     from ._patch import patched, unpatch
     from .infer import ScatterTypeError
     from .primitives import FUNCTIONS, PRIMITIVES
 
     distributed.install(FUNCTIONS)  # Replicated's methods (distributed.py does not import primitives.py)
-    names = dict(locals())
+    names = {name: value for name, value in locals().items() if name not in ("FUNCTIONS", "PRIMITIVES")}
     names.update(PRIMITIVES)
     names.update(FUNCTIONS)
     globals().update(names)
@@ -60,11 +60,11 @@ def load():
 
 def __getattr__(name):
     if not _LOADED:
-        load()
+        _load()
         if name in globals():
             return globals()[name]
     raise AttributeError(f"module 'ms_scatter' has no attribute '{name}'")
 
 
-if not DEFERRED:
-    load()
+if not _DEFERRED:
+    _load()

@@ -50,8 +50,8 @@ def _summary(obj):
 
 def stub_text():
     """The stub, from the package's own table of primitives and functions."""
-    from . import load  # pylint: disable=import-outside-toplevel
-    load()  # (python -m defers the package's contents: ms_scatter/__init__.py)
+    from . import _load  # pylint: disable=import-outside-toplevel
+    _load()  # (python -m defers the package's contents: ms_scatter/__init__.py)
     from .infer import OPERATORS  # pylint: disable=import-outside-toplevel
     from .primitives import FUNCTIONS, PRIMITIVES  # pylint: disable=import-outside-toplevel
     out = [HEADER]

@@ -13,7 +13,7 @@ from ms_scatter.infer import function_name  # noqa: F401 (used by the tests)
 from ms_scatter.testing import split_op
 
 # The 21 operators in table order (family x reduction), e.g. "ScatterNdMax".
-OPS = list(ms_scatter.PRIMITIVES)
+OPS = list(ms_scatter.primitives.PRIMITIVES)
 VALUE_DTYPES = ms_scatter.infer.VALUE_DTYPES
 INDEX_DTYPES = ("int32", "int64")
 

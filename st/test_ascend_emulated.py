@@ -39,7 +39,7 @@ from .test_ordering import TwiceCell, _case as _ordering_case
 from .test_seeds import _check_printed, _ids, _other_form, _run
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OPS = list(ms_scatter.PRIMITIVES)
+OPS = list(ms_scatter.primitives.PRIMITIVES)
 ROTATE = ("float32", "int32", "float16", "int64", "uint8", "int8", "int16")  # the Ascend op's dtypes
 SCATTER_SHAPE = (5, 3)  # Scatter*: indices (3, 2), updates (3, 2, 3)
 ND_SHAPE = (4, 3, 2)    # ScatterNd*/TensorScatter*: depth 2, indices (3, 2, 2), updates (3, 2, 2)

@@ -24,7 +24,7 @@ from .helpers import (assert_same, assert_unchanged, call_in_mode, callable_for,
 
 FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
 KINDS = ("primitive", "function")
-IN_PLACE_OPS = [op for op in ms_scatter.PRIMITIVES if in_place(op)]
+IN_PLACE_OPS = [op for op in ms_scatter.primitives.PRIMITIVES if in_place(op)]
 PARAM_CONVERSION = "Data type conversion is not supported for a 'Parameter'"
 
 

@@ -37,7 +37,7 @@ def _same(got, want):
 def test_fuzz_through_mindspore(op, form):
     ms.set_context(mode=ms.PYNATIVE_MODE, device_target="CPU")
     family, _ = split_op(op)
-    call = getattr(ms_scatter, op)() if form == "primitive" else ms_scatter.FUNCTIONS[
+    call = getattr(ms_scatter, op)() if form == "primitive" else ms_scatter.primitives.FUNCTIONS[
         ms_scatter.infer.function_name(op)]
 
     ran = []

@@ -106,8 +106,8 @@ def test_sample_covers_every_operator_form_and_mode():
             assert {c[4] for c in pyn if c[2] == kind} == set(INDEX_DTYPES)
     graph_compiles = sum(1 for c in CASES if c[0] != "PYNATIVE")
     assert graph_compiles <= 80
-    assert len(ms_scatter.PRIMITIVES) == 21 and len(ms_scatter.FUNCTIONS) == 21
-    assert set(ms_scatter.FUNCTIONS) == {function_name(op) for op in OPS}
+    assert len(ms_scatter.primitives.PRIMITIVES) == 21 and len(ms_scatter.primitives.FUNCTIONS) == 21
+    assert set(ms_scatter.primitives.FUNCTIONS) == {function_name(op) for op in OPS}
 
 
 @pytest.mark.parametrize("mode", ["JIT"], indirect=True)

@@ -18,7 +18,7 @@ from ms_scatter.testing import call_kernel, entry_name, kernel_library, split_op
 
 def pytest_report_header(config):
     """Which build of the CPU library these tests run (tests/test_cpu_variants.py reads it)."""
-    return f"ms_scatter CPU variant: {ms_scatter.cpu_variant()} ({os.path.basename(ms_scatter.CPU_LIBRARY)})"
+    return f"ms_scatter CPU variant: {ms_scatter.cpu_variant()} ({os.path.basename(ms_scatter._lib.CPU_LIBRARY)})"
 
 
 def _rng_for(case_id):

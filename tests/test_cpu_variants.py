@@ -56,7 +56,7 @@ def test_the_loaded_variant_is_the_best_this_cpu_runs():
         assert os.path.isfile(FILES[name]), name
     forced = os.environ.get(cpu_variants.ENV_FORCE)
     assert ms_scatter.cpu_variant() == (forced or RUNNABLE[0])
-    assert ms_scatter.CPU_LIBRARY == FILES[ms_scatter.cpu_variant()]
+    assert ms_scatter._lib.CPU_LIBRARY == FILES[ms_scatter.cpu_variant()]
     if cpu_variants.machine() == "x86_64":
         assert NAMES[-3:] == ["x86-64-v4", "x86-64-v3", "x86-64-v2"]
 
@@ -110,7 +110,7 @@ def test_build_list():
 
 
 def _import_in_subprocess(variant):
-    code = "import ms_scatter; print('LOADED', ms_scatter.cpu_variant(), ms_scatter.CPU_LIBRARY)"
+    code = "import ms_scatter; print('LOADED', ms_scatter.cpu_variant(), ms_scatter._lib.CPU_LIBRARY)"
     return subprocess.run([sys.executable, "-c", code], cwd=REPO, env=_env(MS_SCATTER_CPU_VARIANT=variant),
                           capture_output=True, text=True, timeout=300)
 

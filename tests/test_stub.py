@@ -3,6 +3,7 @@ from one table, so type checkers and IDEs see their names and signatures only th
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -23,6 +24,15 @@ def test_stub_names_every_public_name():
     text = _stub.stub_text()
     for name in ms_scatter.__all__:
         assert f"class {name}(" in text or f"def {name}(" in text, name
+
+
+def test_public_names_are_the_documented_ones():
+    """dir(ms_scatter) shows __all__ and the package's modules, nothing of its wiring."""
+    public = {name for name in dir(ms_scatter) if not name.startswith("_")}
+    modules = {name for name in public if isinstance(getattr(ms_scatter, name), types.ModuleType)}
+    assert public - (modules - set(ms_scatter.__all__)) == set(ms_scatter.__all__)
+    assert modules <= {"distributed", "infer", "kernels", "patch", "primitives", "reference", "seed_examples",
+                       "testing"}, modules
 
 
 def test_installed_package_ships_the_stub():

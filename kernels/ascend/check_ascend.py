@@ -119,7 +119,7 @@ def main(argv=None):
     os.environ.setdefault("MS_SCATTER_QUIET", "1")
     print(f"ms_scatter Ascend check: MindSpore {ms.__version__}, target {target}, package {where}", flush=True)
 
-    ops_list = list(ms_scatter.PRIMITIVES)
+    ops_list = list(ms_scatter.primitives.PRIMITIVES)
     dtypes = _ascend.ASCEND_VALUE_DTYPES
     index_dtypes = _ascend.ASCEND_INDEX_DTYPES
 

@@ -17,8 +17,8 @@ _NAMES = ("Handle", "current", "discover", "is_patched", "patch", "patched", "un
 
 
 def _patch_module():
-    from .. import _patch, load  # pylint: disable=import-outside-toplevel  (imports MindSpore)
-    load()
+    from .. import _load, _patch  # pylint: disable=import-outside-toplevel  (imports MindSpore)
+    _load()
     return _patch
 
 
@@ -27,7 +27,7 @@ class _CallableModule(types.ModuleType):
         return _patch_module().patch()
 
     def __getattr__(self, name):
-        # ms_scatter._patch (and MindSpore with it) is imported at first use: see ms_scatter.DEFERRED
+        # ms_scatter._patch (and MindSpore with it) is imported at first use: see ms_scatter._DEFERRED
         if name in _NAMES:
             return getattr(_patch_module(), name)
         raise AttributeError(f"module 'ms_scatter.patch' has no attribute '{name}'")

@@ -79,8 +79,8 @@ class _AfterMindSpore(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if len(argv) == 2 and argv[0] == "--write-sites":
-        from .. import load
-        load()  # the package's contents first (it is imported lazily here: ms_scatter.DEFERRED)
+        from .. import _load
+        _load()  # the package's contents first (it is imported lazily here: ms_scatter._DEFERRED)
         from .._patch import write_sites
         sites, failed = write_sites(argv[1])
         print(f"{len(sites)} sites written to {argv[1]} ({len(failed)} optional modules did not import)")
@@ -93,8 +93,8 @@ def main(argv=None):
         # (MindSpore may be imported by ms_scatter's own loading, when the program imports
         # ms_scatter first: the patch then waits for the package to be complete)
         import ms_scatter  # pylint: disable=import-outside-toplevel
-        ms_scatter.after_load(lambda: handles.append(ms_scatter.patch()))
-        ms_scatter.load()
+        ms_scatter._after_load(lambda: handles.append(ms_scatter.patch()))  # pylint: disable=protected-access
+        ms_scatter._load()  # pylint: disable=protected-access
 
     if "mindspore" in sys.modules:  # imported already (a sitecustomize, ...): patch now
         apply()
