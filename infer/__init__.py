@@ -162,32 +162,47 @@ def scatter_shape(op, x_shape, indices_shape, updates_shape):
     return x_shape
 
 
+# The hint of a shape error for 1-D indices that reshape(-1, 1) would make valid (indices of
+# shape (N,) read as N one-element index vectors, as the Scatter* family reads them).
+ROWS_HINT = "To index rows with a 1-D tensor, pass indices.reshape(-1, 1)."
+
+
+def _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank):
+    """scatter_nd_shape's rule on ranks that are known: None, or (error type, message)."""
+    if len(indices_shape) < min_indices_rank:
+        return ValueError, (f"the rank of 'indices' must be >= {min_indices_rank}, but got {len(indices_shape)} "
+                            f"(shape {_fmt(indices_shape)}).")
+    depth = indices_shape[-1]
+    if depth < 0:
+        return None
+    if depth > len(x_shape):
+        return ValueError, (f"the last dimension of 'indices' must be <= the rank of 'input_x' ({len(x_shape)}), "
+                            f"but got {depth} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}).")
+    expected = indices_shape[:-1] + x_shape[depth:]
+    if not _same_shape(expected, updates_shape):
+        return ValueError, (f"the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = "
+                            f"{_fmt(expected)} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}), "
+                            f"but got {_fmt(updates_shape)}.")
+    return None
+
+
 def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank=1):
     """ScatterNd*/TensorScatter*: indices[..., :depth] index x's first `depth` axes;
-    updates.shape == indices.shape[:-1] + x.shape[depth:]. Returns x.shape."""
+    updates.shape == indices.shape[:-1] + x.shape[depth:]. Returns x.shape. A failure with
+    1-D indices that indices.reshape(-1, 1) would make valid ends with ROWS_HINT."""
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
     if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
         return x_shape
     for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
         check_rank(op, name, shape)
-    if len(indices_shape) < min_indices_rank:
-        raise op_error(ValueError, op,
-                       f"the rank of 'indices' must be >= {min_indices_rank}, but got {len(indices_shape)} "
-                       f"(shape {_fmt(indices_shape)}).")
-    depth = indices_shape[-1]
-    if depth < 0:
+    error = _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank)
+    if error is None:
         return x_shape
-    if depth > len(x_shape):
-        raise op_error(ValueError, op,
-                       f"the last dimension of 'indices' must be <= the rank of 'input_x' ({len(x_shape)}), "
-                       f"but got {depth} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}).")
-    expected = indices_shape[:-1] + x_shape[depth:]
-    if not _same_shape(expected, updates_shape):
-        raise op_error(ValueError, op,
-                       f"the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = "
-                       f"{_fmt(expected)} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}), "
-                       f"but got {_fmt(updates_shape)}.")
-    return x_shape
+    exc_type, message = error
+    if len(indices_shape) == 1 and _scatter_nd_error(x_shape, indices_shape + (1,), updates_shape,
+                                                     min_indices_rank) is None:
+        message = f"{message} {ROWS_HINT}"
+    raise op_error(exc_type, op, message)
 
 
 def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
@@ -209,6 +224,7 @@ def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):
 _INT_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64")
 _WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
 _FLOAT_ORDER = ("float16", "float32", "float64")
+_FLOATS = _FLOAT_ORDER + ("bfloat16",)
 
 
 def promote(a, b):
@@ -222,7 +238,7 @@ def promote(a, b):
         return a
     if "bool" in (a, b):
         return b if a == "bool" else a
-    fa, fb = a in _FLOAT_ORDER + ("bfloat16",), b in _FLOAT_ORDER + ("bfloat16",)
+    fa, fb = a in _FLOATS, b in _FLOATS
     if fa and fb:
         if "bfloat16" in (a, b):
             other = b if a == "bfloat16" else a
@@ -237,6 +253,11 @@ def promote(a, b):
     if a in _INT_ORDER and b in _INT_ORDER:
         return max(a, b, key=_INT_ORDER.index)
     return None
+
+
+def cast_hint(x_name):
+    """The hint of a refused float conversion: cast the updates to the Parameter's dtype."""
+    return f"Cast the updates: ops.cast(updates, mindspore.{x_name})."
 
 
 def _ms_name(n):
@@ -255,10 +276,12 @@ def in_place_updates_dtype(op, x_dtype, updates_dtype):
                        f"{u_name}: type implicit conversion between {_ms_name(x_name)} and {_ms_name(u_name)} is "
                        f"not supported.")
     if target != x_name:
-        raise op_error(ScatterTypeError, op,
-                       f"Data type conversion is not supported for a 'Parameter', nor for the input tensor of an "
-                       f"in-place operator, the argument[input_x]'s data type of primitive[{op}] is "
-                       f"{_ms_name(x_name)}, which cannot be converted to data type {_ms_name(target)} automatically.")
+        message = (f"Data type conversion is not supported for a 'Parameter', nor for the input tensor of an "
+                   f"in-place operator, the argument[input_x]'s data type of primitive[{op}] is "
+                   f"{_ms_name(x_name)}, which cannot be converted to data type {_ms_name(target)} automatically.")
+        if x_name in _FLOATS and u_name in _FLOATS:  # a float into a float: the cast loses only precision
+            message += f" {cast_hint(x_name)}"
+        raise op_error(ScatterTypeError, op, message)
     return x_name
 
 

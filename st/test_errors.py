@@ -9,6 +9,8 @@ graph whose kernel failed is not run again by MindSpore (the same holds for its 
 scatter ops), so in GRAPH mode the following valid call uses a fresh Cell on the same
 Parameter. Inference errors (TypeError, ValueError) happen before anything runs.
 """
+import re
+
 import mindspore as ms
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ FAMILIES = ("Scatter", "ScatterNd", "TensorScatter")
 KINDS = ("primitive", "function")
 IN_PLACE_OPS = [op for op in ms_scatter.primitives.PRIMITIVES if in_place(op)]
 PARAM_CONVERSION = "Data type conversion is not supported for a 'Parameter'"
+ROWS_HINT = "To index rows with a 1-D tensor, pass indices.reshape(-1, 1)."
 
 
 def _values(rng, shape, dtype):
@@ -382,6 +385,45 @@ def test_scatter_nd_depth_above_rank(mode, kind):
     assert_unchanged(p, x)
 
 
+# 1-D indices (N,) where (N, 1) is meant: TensorScatter* refuse the rank, ScatterNd* read one
+# index vector of depth N. (op, the error's own text before the hint)
+ONE_DIMENSIONAL_INDICES = [
+    ("TensorScatterMax", "the rank of 'indices' must be >= 2, but got 1 (shape (2,))."),
+    ("ScatterNdAdd", "the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = () "
+                     "(indices (2,), input_x (4, 3)), but got (2, 3)."),
+]
+
+
+@pytest.mark.parametrize("op, text", ONE_DIMENSIONAL_INDICES, ids=[op for op, _ in ONE_DIMENSIONAL_INDICES])
+@pytest.mark.parametrize("kind", KINDS)
+def test_one_dimensional_indices_hint(mode, kind, op, text):
+    """The error ends with the fix, the same in PYNATIVE and GRAPH (compile time), and the
+    fix it names makes the call valid."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    indices, updates = np.array([0, 2], np.int32), np.full((2, 3), 50.0, np.float32)
+    target = target_for(op, x)
+    fn = callable_for(op, kind)
+    with pytest.raises(ValueError, match=rf"^For '{op}', {re.escape(text)} {re.escape(ROWS_HINT)}$"):
+        call_in_mode(mode, fn, op, target, indices, updates)
+    assert_unchanged(target, x)
+    rows = indices.reshape(-1, 1)
+    out = call_in_mode(mode, fn, op, target, rows, updates)  # the hint's fix
+    assert_same(out.asnumpy(), oracle(op, x, rows, updates))
+
+
+@pytest.mark.parametrize("op, indices, updates_shape", [("TensorScatterMax", [0, 2], (3, 3)),
+                                                        ("ScatterNdAdd", [0, 2, 1], (3,))])
+def test_one_dimensional_indices_no_hint_where_reshape_fails(mode, op, indices, updates_shape):
+    """No hint where indices.reshape(-1, 1) would still not fit the updates."""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    target = target_for(op, x)
+    with pytest.raises(ValueError, match=rf"^For '{op}', ") as info:
+        call_in_mode(mode, callable_for(op, "function"), op, target, np.array(indices, np.int32),
+                     np.ones(updates_shape, np.float32))
+    assert "reshape" not in str(info.value) and str(info.value).endswith(")."), str(info.value)
+    assert_unchanged(target, x)
+
+
 # ------------------------------------------------------------------ implicit dtype conversion
 
 CONVERSIONS = [("int32", "float32"), ("float32", "float64"), ("int8", "int32"), ("float16", "float32"),
@@ -432,9 +474,35 @@ def test_int32_parameter_float32_updates_type_error(mode, kind):
     text = str(info.value)
     assert PARAM_CONVERSION in text
     assert "is Int32, which cannot be converted to data type Float32 automatically" in text
+    assert "ops.cast" not in text  # a cast hint only for a float into a float Parameter
     assert_unchanged(p, x)
     out = call_in_mode(mode, fn, "ScatterSub", p, indices, updates)
     assert_same(out.asnumpy(), oracle("ScatterSub", x, indices, updates))
+
+
+@pytest.mark.parametrize("family", ["Scatter", "ScatterNd"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_float64_updates_into_float32_parameter_hint(mode, kind, family):
+    """Refused (the Parameter would need converting), with the cast that fixes the call, the
+    same in PYNATIVE and GRAPH (compile time); the cast it names works."""
+    op = family + "Add"
+    rng = np.random.default_rng(11)
+    x, indices, updates = _valid_case(family, rng, "float32")
+    updates64 = updates.astype(np.float64) * 1.37
+    p = Parameter(Tensor(x), name="p")
+    fn = callable_for(op, kind)
+    if mode == "PYNATIVE":
+        settle_pynative_signature(in_place_kind=True)
+    message = (f"For '{op}', {PARAM_CONVERSION}, nor for the input tensor of an in-place operator, the "
+               f"argument[input_x]'s data type of primitive[{op}] is Float32, which cannot be converted to data type "
+               f"Float64 automatically. Cast the updates: ops.cast(updates, mindspore.float32).")
+    with pytest.raises(ms_scatter.ScatterTypeError, match=f"^{re.escape(message)}$"):
+        call_in_mode(mode, fn, op, p, indices, updates64)
+    assert_unchanged(p, x)
+    out = call_in_mode(mode, fn, op, p, indices, ops.cast(Tensor(updates64), ms.float32))  # the hint's fix
+    expected = oracle(op, x, indices, updates64.astype(np.float32))
+    assert_same(out.asnumpy(), expected)
+    assert_same(p.asnumpy(), expected)
 
 
 @pytest.mark.parametrize("family", ["Scatter", "ScatterNd"])

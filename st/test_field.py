@@ -426,7 +426,8 @@ def test_conversion_needing_the_parameter_converted_is_type_and_runtime_error(mo
     for expected_type in (TypeError, RuntimeError):
         with pytest.raises(expected_type, match=rf"^For '{op}', Data type conversion is not supported for a "
                                                 r"'Parameter'.*Float16, which cannot be converted to data type "
-                                                r"Float32 automatically\.$"):
+                                                r"Float32 automatically\. Cast the updates: "
+                                                r"ops\.cast\(updates, mindspore\.float16\)\.$"):
             net(Tensor(i), Tensor(u))
     assert net.p.asnumpy().tobytes() == x.tobytes()
     # the other way round is MindSpore's implicit conversion: float16 updates into float32

@@ -245,6 +245,51 @@ def test_updates_dtype_error(op, x_dtype):
             infer.scatter_dtype(op, x_dtype, "int64", u_dtype)
 
 
+# ------------------------------------------------------------------ in-place implicit conversion
+
+# (input_x, updates) float pairs the in-place ops refuse (input_x would need converting).
+WIDER_FLOAT_UPDATES = [("float32", "float64"), ("float16", "float32"), ("float16", "float64"),
+                       ("bfloat16", "float32"), ("bfloat16", "float64"), ("bfloat16", "float16"),
+                       ("float16", "bfloat16")]
+
+
+@pytest.mark.parametrize("x_dtype,u_dtype", WIDER_FLOAT_UPDATES)
+@pytest.mark.parametrize("op", ["ScatterAdd", "ScatterNdUpdate"])
+def test_wider_float_updates_hint(op, x_dtype, u_dtype):
+    """The refusal names the cast that fixes the call, to the Parameter's own dtype."""
+    target = infer.promote(x_dtype, u_dtype)
+    ms_name = {"bfloat16": "BFloat16"}.get
+    for x_given, u_given in ((x_dtype, u_dtype), (getattr(mindspore, x_dtype), getattr(mindspore, u_dtype))):
+        with pytest.raises(infer.ScatterTypeError) as info:
+            infer.in_place_updates_dtype(op, x_given, u_given)
+        assert isinstance(info.value, TypeError) and isinstance(info.value, RuntimeError)
+        assert str(info.value) == (
+            f"For '{op}', Data type conversion is not supported for a 'Parameter', nor for the input tensor of an "
+            f"in-place operator, the argument[input_x]'s data type of primitive[{op}] is "
+            f"{ms_name(x_dtype, x_dtype.capitalize())}, which cannot be converted to data type "
+            f"{ms_name(target, target.capitalize())} automatically. "
+            f"Cast the updates: ops.cast(updates, mindspore.{x_dtype}).")
+        assert hasattr(mindspore, x_dtype)  # the hint names a real MindSpore dtype
+        assert infer.in_place_updates_dtype(op, x_dtype, x_dtype) == x_dtype  # what the cast gives: accepted
+
+
+@pytest.mark.parametrize("x_dtype,u_dtype", [("int32", "float32"), ("int8", "int32"), ("int32", "int64"),
+                                             ("uint8", "int8"), ("int16", "float16")])
+def test_other_refused_conversions_no_cast_hint(x_dtype, u_dtype):
+    """Only a float into a float gets the cast hint (a cast of floats into an integer Parameter
+    would drop their fractions)."""
+    with pytest.raises(infer.ScatterTypeError,
+                       match=r"^For 'ScatterSub', Data type conversion is not supported for a 'Parameter'.* "
+                             r"automatically\.$"):
+        infer.in_place_updates_dtype("ScatterSub", x_dtype, u_dtype)
+
+
+@pytest.mark.parametrize("x_dtype,u_dtype", [("float32", "float16"), ("float64", "float32"), ("float32", "int64"),
+                                             ("float32", "bfloat16"), ("float16", "float16")])
+def test_narrower_updates_converted(x_dtype, u_dtype):
+    assert infer.in_place_updates_dtype("ScatterNdAdd", x_dtype, u_dtype) == x_dtype
+
+
 def test_dtype_checks_order():
     # indices first, then input_x, then updates
     with pytest.raises(TypeError, match="'indices'"):
@@ -291,9 +336,9 @@ BAD_UPDATES_ND = [
     ((-1, 3), (4, 1), (4, 2), "(4, 3)"),
 ]
 
-BAD_UPDATES_ND_RANK1 = [
+BAD_UPDATES_ND_RANK1 = [  # (1-D indices that reshape(-1, 1) would not make valid: no hint)
     ((5, 3), (2,), (1,), "()"),
-    ((5, 3), (1,), (1, 3), "(3,)"),
+    ((5, 3), (2,), (3, 3), "()"),
 ]
 
 
@@ -354,6 +399,69 @@ def test_scatter_nd_rank1_depth_too_large():
     with pytest.raises(ValueError, match=r"^For 'ScatterNdMax', the last dimension of 'indices' must be <= "
                                          r"the rank of 'input_x' \(2\), but got 3 "):
         shape_of("ScatterNd", "ScatterNdMax", (5, 3), (3,), ())
+
+
+# 1-D indices given to ScatterNd*/TensorScatter* where indices.reshape(-1, 1) would make the
+# call valid: the error ends with infer.ROWS_HINT. (family, x shape, indices shape, updates
+# shape, the error's own text before the hint)
+ROWS_HINT_CASES = [
+    ("TensorScatter", (5, 3), (2,), (2, 3), "the rank of 'indices' must be >= 2, but got 1 (shape (2,))."),
+    ("TensorScatter", (7,), (4,), (4,), "the rank of 'indices' must be >= 2, but got 1 (shape (4,))."),
+    ("TensorScatter", (5, 3), (0,), (0, 3), "the rank of 'indices' must be >= 2, but got 1 (shape (0,))."),
+    ("TensorScatter", (5, 3), (-1,), (4, 3), "the rank of 'indices' must be >= 2, but got 1 (shape (-1,))."),
+    ("ScatterNd", (5, 3), (2,), (2, 3),
+     "the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = () "
+     "(indices (2,), input_x (5, 3)), but got (2, 3)."),
+    ("ScatterNd", (5, 3), (1,), (1, 3),
+     "the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = (3,) "
+     "(indices (1,), input_x (5, 3)), but got (1, 3)."),
+    ("ScatterNd", (7,), (1,), (1,),
+     "the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = () "
+     "(indices (1,), input_x (7,)), but got (1,)."),
+    ("ScatterNd", (5, 3), (3,), (3, 3),
+     "the last dimension of 'indices' must be <= the rank of 'input_x' (2), but got 3 (indices (3,), "
+     "input_x (5, 3))."),
+    ("ScatterNd", (4, 3, 2), (5,), (5, 3, 2),
+     "the last dimension of 'indices' must be <= the rank of 'input_x' (3), but got 5 (indices (5,), "
+     "input_x (4, 3, 2))."),
+]
+
+
+@pytest.mark.parametrize("family,x_shape,indices_shape,updates_shape,text", ROWS_HINT_CASES,
+                         ids=[f"{c[0]}-x{c[1]}-i{c[2]}-u{c[3]}" for c in ROWS_HINT_CASES])
+def test_one_dimensional_indices_hint(family, x_shape, indices_shape, updates_shape, text):
+    assert infer.ROWS_HINT == "To index rows with a 1-D tensor, pass indices.reshape(-1, 1)."
+    for op in FAMILY_OPS[family]:
+        with pytest.raises(ValueError, match=rf"^For '{op}', {re.escape(text)} {re.escape(infer.ROWS_HINT)}$"):
+            shape_of(family, op, x_shape, indices_shape, updates_shape)
+        # the hint is right: the reshaped indices make the call valid
+        assert shape_of(family, op, x_shape, (indices_shape[0], 1), updates_shape) == x_shape
+
+
+@pytest.mark.parametrize("family,x_shape,indices_shape,updates_shape", [
+    ("TensorScatter", (5, 3), (2,), (3, 3)),      # reshaped: updates must be (2, 3)
+    ("TensorScatter", (5, 3), (2,), ()),
+    ("TensorScatter", (5, 3), (), (3,)),          # 0-d indices
+    ("ScatterNd", (5, 3), (3,), ()),              # reshaped: updates must be (3, 3)
+    ("ScatterNd", (5, 3), (2,), (1,)),
+    ("ScatterNd", (5, 3), (), (3,)),
+    ("ScatterNd", (5, 3), (2, 1), (2,)),          # 2-D indices: never the hint
+    ("TensorScatter", (5, 3), (2, 1), (3, 3)),
+    ("TensorScatter", (5,), (2, 3), (2,)),
+])
+def test_no_hint_where_reshape_would_not_help(family, x_shape, indices_shape, updates_shape):
+    for op in FAMILY_OPS[family]:
+        with pytest.raises(ValueError) as info:
+            shape_of(family, op, x_shape, indices_shape, updates_shape)
+        assert "reshape" not in str(info.value) and str(info.value).endswith(".")
+
+
+@pytest.mark.parametrize("op", FAMILY_OPS["Scatter"])
+def test_scatter_first_axis_never_hints(op):
+    """Scatter* take 1-D indices as row numbers already: none of their errors carries the hint."""
+    with pytest.raises(ValueError) as info:
+        shape_of("Scatter", op, (5, 3), (2,), (3, 3))
+    assert "reshape" not in str(info.value)
 
 
 @pytest.mark.parametrize("op", FAMILY_OPS["Scatter"])
