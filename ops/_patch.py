@@ -122,7 +122,7 @@ class _Replacements:
         key = (op, use_locking)
         if key not in self.instances:
             cls = PRIMITIVES[op]
-            self.instances[key] = cls() if op.startswith("Tensor") else cls(bool(use_locking))
+            self.instances[key] = cls(bool(use_locking)) if infer.operator(op).in_place else cls()
         return self.instances[key]
 
     def method(self, name, fallback):
@@ -380,7 +380,7 @@ class Handle:
         if role == "instance" and op in self._classes:
             try:
                 cls = self._classes[op]
-                return cls() if op.startswith("Tensor") else cls(bool(use_locking))
+                return cls(bool(use_locking)) if infer.operator(op).in_place else cls()
             except Exception:  # noqa: BLE001 - hidden or changed: keep ours
                 return _KEEP
         return _KEEP

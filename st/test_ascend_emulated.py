@@ -90,7 +90,7 @@ def _callable(op, kind):
         prim = getattr(ms_scatter, op)()
         assert isinstance(prim._hybrid, _ascend.AscendOp)  # pylint: disable=protected-access
         return prim
-    assert _ascend.ascend_selected()
+    assert _ascend.use_ascend_path()
     return getattr(ms_scatter, function_name(op))
 
 
@@ -355,7 +355,7 @@ def test_tensor_scatter_gradients_in_a_graph(mode, emulated):
 
 def test_default_is_aot_on_cpu(monkeypatch):
     monkeypatch.delenv(_ascend.EMULATION_ENV, raising=False)
-    assert not _ascend.use_ascend_path() and not _ascend.ascend_selected()
+    assert not _ascend.use_ascend_path()
     prim = ms_scatter.ScatterAdd()
     assert prim.func_type == "aot" and prim._hybrid is None  # pylint: disable=protected-access
     assert _ascend.use_ascend_path("Ascend")
