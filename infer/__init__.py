@@ -90,6 +90,60 @@ def operator(op):
     return record
 
 
+# The segment operators (MindSpore's unsorted_segment_*): each is the engine's first-axis
+# scatter of input_x's rows, out of place, into num_segments rows filled with the reduction's
+# identity, a negative id dropping its row (kernels: UnsortedSegment<S>, IndexMode::kSegment).
+# Their engine family: out of place, depth one (the kernel's inputs: the filled output,
+# segment_ids, input_x).
+FAMILY["UnsortedSegment"] = Family("UnsortedSegment", False, True, 0)
+
+
+class SegmentOperator(NamedTuple):
+    """One segment operator's record: its engine reduction and the fill of an empty segment
+    (the reduction's identity: "zero", "one", or the dtype's "lowest" / "highest" value)."""
+    name: str
+    function: str
+    reduction: str
+    fill: str
+
+
+SEGMENT_OPERATORS = {r.name: r for r in (
+    SegmentOperator("UnsortedSegmentSum", "unsorted_segment_sum", "Add", "zero"),
+    SegmentOperator("UnsortedSegmentProd", "unsorted_segment_prod", "Mul", "one"),
+    SegmentOperator("UnsortedSegmentMax", "unsorted_segment_max", "Max", "lowest"),
+    SegmentOperator("UnsortedSegmentMin", "unsorted_segment_min", "Min", "highest"))}
+
+
+def segment_shape(op, x_shape, ids_shape, num_segments):
+    """unsorted_segment_*: segment_ids.shape is a prefix of input_x.shape; the output is
+    (num_segments,) + input_x.shape[segment_ids.ndim:]. num_segments: an int > 0."""
+    x_shape, ids_shape = tuple(x_shape), tuple(ids_shape)
+    if isinstance(num_segments, bool) or not isinstance(num_segments, int):
+        raise op_error(TypeError, op, f"'num_segments' must be an int (or a 0-d integer Tensor whose value is "
+                                      f"known), but got {type(num_segments).__name__}.")
+    if num_segments <= 0:
+        raise op_error(ValueError, op, f"'num_segments' must be greater than 0, but got {num_segments}.")
+    for name, shape in (("input_x", x_shape), ("segment_ids", ids_shape)):
+        check_rank(op, name, shape)
+    if not (_rank_known(x_shape) and _rank_known(ids_shape)):
+        return (-2,)
+    if len(ids_shape) > len(x_shape) or not _same_shape(x_shape[:len(ids_shape)], ids_shape):
+        raise op_error(ValueError, op, f"the shape of 'segment_ids' must be a prefix of the shape of 'input_x' "
+                                       f"{_fmt(x_shape)}, but got {_fmt(ids_shape)}.")
+    return (num_segments,) + x_shape[len(ids_shape):]
+
+
+def segment_dtype(op, x_dtype, ids_dtype):
+    """input_x one of VALUE_DTYPES, segment_ids int32/int64; the output has input_x's dtype."""
+    x_name, i_name = dtype_name(x_dtype), dtype_name(ids_dtype)
+    if i_name not in INDEX_DTYPES:
+        raise op_error(TypeError, op, f"the dtype of 'segment_ids' must be int32 or int64, but got {i_name}.")
+    if x_name not in VALUE_DTYPES:
+        raise op_error(TypeError, op,
+                       f"the dtype of 'input_x' must be one of {', '.join(VALUE_DTYPES)}, but got {x_name}.")
+    return x_name
+
+
 def value_dtypes(op):
     """The dtypes an operator's input_x and updates may have."""
     record = OPERATORS.get(op)

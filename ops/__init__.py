@@ -43,13 +43,16 @@ def _load():
     from ._patch import patched, unpatch
     from .infer import ScatterTypeError
     from .primitives import FUNCTIONS, PRIMITIVES
+    from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
 
     distributed.install(FUNCTIONS)  # Replicated's methods (distributed.py does not import primitives.py)
-    names = {name: value for name, value in locals().items() if name not in ("FUNCTIONS", "PRIMITIVES")}
-    names.update(PRIMITIVES)
-    names.update(FUNCTIONS)
+    names = {name: value for name, value in locals().items()
+             if name not in ("FUNCTIONS", "PRIMITIVES", "SEGMENT_FUNCTIONS", "SEGMENT_PRIMITIVES")}
+    for table in (PRIMITIVES, FUNCTIONS, SEGMENT_PRIMITIVES, SEGMENT_FUNCTIONS):
+        names.update(table)
     globals().update(names)
-    globals()["__all__"] = sorted(PRIMITIVES) + sorted(FUNCTIONS) + [
+    globals()["__all__"] = sorted(PRIMITIVES) + sorted(FUNCTIONS) + sorted(SEGMENT_PRIMITIVES) + sorted(
+        SEGMENT_FUNCTIONS) + [
         "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
         "set_num_threads", "get_num_threads", "thread_choices", "cpu_variant", "call_counts", "patch", "unpatch",
         "patched"]

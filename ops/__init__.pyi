@@ -213,3 +213,35 @@ def tensor_scatter_sub(input_x: Tensor, indices: Tensor, updates: Tensor) -> Ten
 
 def tensor_scatter_update(input_x: Tensor, indices: Tensor, updates: Tensor) -> Tensor:
     """Creates a new tensor by updating the positions in `input_x` indicated by `indices`."""
+
+class UnsortedSegmentMax(Primitive):
+    """The primitive of :func:`ms_scatter.unsorted_segment_max`: ``UnsortedSegmentMax()(input_x, segment_ids, num_segments)``."""
+    def __init__(self) -> None: ...
+    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+class UnsortedSegmentMin(Primitive):
+    """The primitive of :func:`ms_scatter.unsorted_segment_min`: ``UnsortedSegmentMin()(input_x, segment_ids, num_segments)``."""
+    def __init__(self) -> None: ...
+    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+class UnsortedSegmentProd(Primitive):
+    """The primitive of :func:`ms_scatter.unsorted_segment_prod`: ``UnsortedSegmentProd()(input_x, segment_ids, num_segments)``."""
+    def __init__(self) -> None: ...
+    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+class UnsortedSegmentSum(Primitive):
+    """The primitive of :func:`ms_scatter.unsorted_segment_sum`: ``UnsortedSegmentSum()(input_x, segment_ids, num_segments)``."""
+    def __init__(self) -> None: ...
+    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+def unsorted_segment_max(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
+    """The maximum of the rows of `input_x` in each segment of `segment_ids`."""
+
+def unsorted_segment_min(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
+    """The minimum of the rows of `input_x` in each segment of `segment_ids`."""
+
+def unsorted_segment_prod(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
+    """The product of the rows of `input_x` in each segment of `segment_ids`."""
+
+def unsorted_segment_sum(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
+    """The sum of the rows of `input_x` in each segment of `segment_ids`."""

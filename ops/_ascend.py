@@ -175,6 +175,20 @@ def attach(primitive):
     return op
 
 
+def refuse(primitive, message):
+    """Put an operator that has no Ascend kernels on the Ascend path as an error: a Python
+    call raises ValueError(message), a graph fails to compile with it (returns the callable
+    its ``__call__`` uses in PYNATIVE)."""
+    def python_call(*args):  # pylint: disable=unused-argument
+        raise ValueError(message)
+
+    def graph_call(input_x, indices, updates):  # pylint: disable=unused-argument
+        _refuse(message)
+        return input_x
+    run_in_graphs_as(primitive, graph_call)
+    return python_call
+
+
 # ------------------------------------------------------------------ the Ascend op
 
 _DATA_TYPES = {"float16": DataType.F16_Default, "float32": DataType.F32_Default, "int8": DataType.I8_Default,

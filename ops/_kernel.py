@@ -15,7 +15,6 @@ never a graph node: MindSpore treats a primitive that has run in a dynamic-shape
 differently at later PYNATIVE launches (it infers its shape again on its backend thread).
 """
 import math
-import os
 import weakref
 
 import numpy as np
@@ -154,10 +153,11 @@ class ScatterKernel(GraphMethod, ops.Custom):
     """One aot entry point of the kernel library, with ms_scatter's own inference."""
 
     def _setup(self, op_name, family, entry, token=False, side_effect=False, bprop=None, sharded=False,
-               graph=None):
+               graph=None, no_ascend=None):
         """graph: None for a primitive that is its own graph node (as MindSpore's are);
         "dispatch" for the objects our functional forms call, which in a graph run as one
-        of two nodes (_graph_call); "static" / "dynamic" for those nodes themselves."""
+        of two nodes (_graph_call); "static" / "dynamic" for those nodes themselves.
+        no_ascend: for an operator without Ascend kernels, the error its calls raise there."""
         self.op_name = op_name
         self.family = family
         self._token = token
@@ -186,17 +186,21 @@ class ScatterKernel(GraphMethod, ops.Custom):
             self.add_prim_attr("cpp_infer_shape", True)
             self.add_prim_attr("cpp_infer_type", True)
             self.add_prim_attr("reg_op_name", op_name)
-        self._hybrid = _ascend.attach(self) if func_type != "aot" else None
+        if func_type == "aot":
+            self._hybrid = None
+        else:
+            self._hybrid = _ascend.refuse(self, no_ascend) if no_ascend else _ascend.attach(self)
         self._caller_waits = caller_waits_setter(self._library) if self._library else None
         # PYNATIVE calls on the CPU run the kernel directly (ops/_eager.py); not the
         # in-place '_return' entries (graphs only: ops/_grad.py, InPlaceCall)
         self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
-            self._library == CPU_LIBRARY and not sharded and (token or not infer.operator(op_name).in_place)
+            self._library == CPU_LIBRARY and not sharded and (token or not infer.FAMILY[family].in_place)
             and graph not in ("static", "dynamic")) else None
         self._check_memo = {}
         self._fast = {}  # eager_call's plans, by types, shapes and dtypes
         self._graph = graph
         self._setup_args = (op_name, family, entry, token, side_effect, bprop, sharded)
+        self._no_ascend = no_ascend
         if graph == "dispatch" and func_type == "aot":
             # What our own graph code compiles for `self.kernel(...)`: the static or the dynamic
             # node. These kernels are only ever called as attributes (never graph values), through
@@ -210,7 +214,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
     def _graph_node(self, kind):
         """This kernel as a graph node of kind "static" or "dynamic" (see _graph_call)."""
         graph_node = type(self).__new__(type(self))
-        graph_node._setup(*self._setup_args, graph=kind)  # pylint: disable=protected-access
+        graph_node._setup(*self._setup_args, graph=kind, no_ascend=self._no_ascend)  # pylint: disable=protected-access
         return graph_node
 
     def _infer_shape(self, x_shape, indices_shape, updates_shape):

@@ -1,5 +1,5 @@
-"""Writes the type stub ms_scatter/__init__.pyi (ops/__init__.pyi in the repository): the 42
-operators are made at import from one table, so IDEs and type checkers see them only here.
+"""Writes the type stub ms_scatter/__init__.pyi (ops/__init__.pyi in the repository): the
+operators are made at import from their tables, so IDEs and type checkers see them only here.
 
     python -m ms_scatter._stub [PATH]     # writes the stub (default: next to this file)
 
@@ -71,6 +71,16 @@ def stub_text():
         updates = "_Updates" if in_place[name] else "Tensor"
         out.append(f"\ndef {name}(input_x: Tensor, indices: Tensor, updates: {updates}) -> Tensor:")
         out.append(f'    """{_summary(FUNCTIONS[name])}"""')
+    from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES  # pylint: disable=import-outside-toplevel
+    for name in sorted(SEGMENT_PRIMITIVES):
+        out.append(f"\nclass {name}(Primitive):")
+        out.append(f'    """{_summary(SEGMENT_PRIMITIVES[name])}"""')
+        out.append("    def __init__(self) -> None: ...")
+        out.append("    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) "
+                   "-> Tensor: ...")
+    for name in sorted(SEGMENT_FUNCTIONS):
+        out.append(f"\ndef {name}(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:")
+        out.append(f'    """{_summary(SEGMENT_FUNCTIONS[name])}"""')
     return "\n".join(out) + "\n"
 
 

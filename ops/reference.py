@@ -106,3 +106,21 @@ def oracle(op, x, indices, updates):
         dest = tuple(int(v) for v in vec)
         work[dest] = reduce_step(reduction, work[dest], upd[k].astype(acc))
     return work.astype(x.dtype)
+
+
+def segment_oracle(reduction, x, segment_ids, num_segments, fill):
+    """unsorted_segment_* on numpy arrays: the rows of `x` (leading dims = segment_ids.shape)
+    reduced per segment in index order (16-bit floats in float32, rounded once), negative ids
+    dropped, an empty segment `fill`; an id >= num_segments raises OracleIndexError."""
+    x = np.asarray(x)
+    ids = np.asarray(segment_ids).reshape(-1)
+    rows = x.reshape((ids.size,) + x.shape[np.asarray(segment_ids).ndim:])
+    acc = acc_dtype(x.dtype)
+    out = np.full((num_segments,) + rows.shape[1:], fill, dtype=x.dtype).astype(acc)
+    for k, s in enumerate(ids):
+        if s >= num_segments:
+            raise OracleIndexError(f"segment id {int(s)} at {k} >= num_segments {num_segments}")
+    for k, s in enumerate(ids):
+        if s >= 0:
+            out[s] = reduce_step(reduction, out[s], rows[k].astype(acc))
+    return out.astype(x.dtype)

@@ -619,7 +619,7 @@ int run(const Plan &p, OutputMode om, void **params) {
   const int64_t *pos = nullptr;  // a row shard's kept positions (null: all of them)
   int64_t kept = p.n;
   int rc;
-  if (p.sharded) {
+  if (p.sharded || p.drop_negative) {
     int64_t *keep = position_buffer(p.n);
     rc = shard_offsets<I>(p, idx, off, keep, &kept, &st);
     if (kept < p.n) pos = keep;

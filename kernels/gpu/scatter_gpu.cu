@@ -92,6 +92,7 @@ struct IndexShape {  // passed by value to index_kernel
   int64_t row_begin;   // a row shard's first row (0 otherwise)
   int64_t rows;        // the rows input_x holds: a vector outside [row_begin, row_begin + rows) is skipped
   int64_t skip_key;    // the key a skipped vector gets: past every destination, so its segment sorts last
+  int drop_negative;   // segment ids (Plan::drop_negative): a negative id is skipped, not an error
 };
 
 // ----------------------------------------------------------------------- the kernels
@@ -105,6 +106,10 @@ __global__ void index_kernel(const I *__restrict__ idx, int64_t n, IndexShape s,
     bool skip = false;
     for (int64_t d = 0; d < s.depth; ++d) {
       int64_t v = static_cast<int64_t>(idx[k * s.depth + d]);
+      if (d == 0 && v < 0 && s.drop_negative) {
+        skip = true;
+        break;
+      }
       if (v < 0 || v >= s.dims[d]) {
         atomicMin(&status->bad_index, static_cast<unsigned long long>(k * s.depth + d));
         key = 0;
@@ -358,8 +363,9 @@ int run(const Plan &p, OutputMode om, void **params, cudaStream_t stream) {
     shape.rows = p.depth > 0 ? p.x_shape[0] : 0;
     if (p.sharded) shape.dims[0] = p.global_rows;
     shape.skip_key = static_cast<int64_t>(destinations);
-    // keys up to destinations - 1, or the skip key for a row shard
-    const uint64_t max_key = p.sharded ? destinations : destinations - 1;
+    shape.drop_negative = p.drop_negative ? 1 : 0;
+    // keys up to destinations - 1, or the skip key for a row shard or dropped segment ids
+    const uint64_t max_key = (p.sharded || p.drop_negative) ? destinations : destinations - 1;
     int end_bit = 1;
     while (end_bit < 64 && (max_key >> end_bit) != 0) ++end_bit;
     wide = end_bit > 32;

@@ -63,4 +63,13 @@ struct bits128_t {
   X(Min, ::ms_scatter::OpMin)    \
   X(Update, ::ms_scatter::OpUpdate)
 
+// The segment operators on the engine: X(MindSpore's suffix, reduction tag). UnsortedSegment<S>
+// is an out-of-place first-axis scatter of input_x's rows into a tensor of num_segments rows
+// filled with the reduction's identity, negative segment ids dropped (IndexMode::kSegment).
+#define MS_SCATTER_SEGMENT_REDUCTIONS(X) \
+  X(Sum, ::ms_scatter::OpAdd)            \
+  X(Prod, ::ms_scatter::OpMul)           \
+  X(Max, ::ms_scatter::OpMax)            \
+  X(Min, ::ms_scatter::OpMin)
+
 #endif  // MS_SCATTER_DTYPES_H_

@@ -7,6 +7,8 @@
 //   Scatter<R>_return / ScatterNd<R>_return  in place, plus a copy of the result (the graph
 //                                            result of float64 and bfloat16 calls)
 //   TensorScatter<R>                         out of place (input_x untouched)
+//   UnsortedSegment<S>                       out of place, first axis, negative ids dropped
+//                                            (MS_SCATTER_SEGMENT_REDUCTIONS: Sum Prod Max Min)
 //   Scatter<R>_shard_token / ScatterNd<R>_shard_token / TensorScatter<R>_shard
 //                                            the same on a row shard: a 4th input, int64
 //                                            (row_begin, global_rows) (Plan::sharded)
@@ -35,7 +37,9 @@ namespace ms_scatter {
   kCalls_Scatter##R##_token, kCalls_Scatter##R##_return, kCalls_ScatterNd##R##_token, kCalls_ScatterNd##R##_return, \
       kCalls_TensorScatter##R, kCalls_Scatter##R##_shard_token, kCalls_ScatterNd##R##_shard_token,                  \
       kCalls_TensorScatter##R##_shard,
-enum EntryId { MS_SCATTER_REDUCTIONS(MSS_IDS) kEntryCount };
+#define MSS_SEGMENT_IDS(S, OP) kCalls_UnsortedSegment##S,
+enum EntryId { MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kEntryCount };
+#undef MSS_SEGMENT_IDS
 #undef MSS_IDS
 inline std::atomic<unsigned long long> *entry_calls() {
   static std::atomic<unsigned long long> calls[kEntryCount];  // static storage: zero-initialised
@@ -78,7 +82,7 @@ inline int infer_output_shape(const char *op, IndexMode im, OutputMode om, bool 
     for (int i = 0; known && i < ndims[a]; ++i) known = shapes[a][i] >= 0;
   }
   if (known) {
-    if (om == OutputMode::kTensor && ndims[1] < 2) {
+    if (om == OutputMode::kTensor && im == IndexMode::kNd && ndims[1] < 2) {
       *why = format_message("For '%s', the rank of 'indices' must be >= 2, but got %d (shape %s).", op, ndims[1],
                             shape_str(ndims[1], shapes[1]).c_str());
       return kBadArguments;
@@ -147,6 +151,10 @@ inline std::atomic<int> &int32_type_id() {
   MSS_ENTRY_AND_INFER(ScatterNd##R##_shard_token, "ScatterNd" #R, OP, kNd, kToken, true)       \
   MSS_ENTRY_AND_INFER(TensorScatter##R##_shard, "TensorScatter" #R, OP, kNd, kTensor, true)
 MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
+#define MSS_SEGMENT_ENTRIES(S, OP) \
+  MSS_ENTRY_AND_INFER(UnsortedSegment##S, "UnsortedSegment" #S, OP, kSegment, kTensor, false)
+MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_ENTRIES)
+#undef MSS_SEGMENT_ENTRIES
 #undef MSS_ENTRIES
 #undef MSS_ENTRY_AND_INFER
 #undef MSS_INFER
@@ -177,6 +185,10 @@ MSS_EXPORT int ms_scatter_infer_shape(const char *entry, int *ndims, int64_t **s
   MSS_INFER_CASE(ScatterNd##R##_shard_token, "ScatterNd" #R, OP, kNd, kToken, true)   \
   MSS_INFER_CASE(TensorScatter##R##_shard, "TensorScatter" #R, OP, kNd, kTensor, true)
   MS_SCATTER_REDUCTIONS(MSS_INFER_CASES)
+#define MSS_SEGMENT_INFER_CASES(S, OP) \
+  MSS_INFER_CASE(UnsortedSegment##S, "UnsortedSegment" #S, OP, kSegment, kTensor, false)
+  MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_INFER_CASES)
+#undef MSS_SEGMENT_INFER_CASES
 #undef MSS_INFER_CASES
 #undef MSS_INFER_CASE
   if (rc != 0) {
@@ -198,7 +210,9 @@ MSS_EXPORT int ms_scatter_call_counts(const char **names, unsigned long long *co
 #define MSS_NAMES(R, OP)                                                                                          \
   "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R, \
       "Scatter" #R "_shard_token", "ScatterNd" #R "_shard_token", "TensorScatter" #R "_shard",
-  static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES)};
+#define MSS_SEGMENT_NAMES(S, OP) "UnsortedSegment" #S,
+  static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_NAMES)};
+#undef MSS_SEGMENT_NAMES
 #undef MSS_NAMES
   static_assert(sizeof kNames / sizeof kNames[0] == ms_scatter::kEntryCount, "one name per entry point");
   for (int k = 0; k < ms_scatter::kEntryCount && k < cap; ++k) {

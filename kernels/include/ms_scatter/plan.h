@@ -26,8 +26,9 @@ enum ErrorCode : int {
 };
 
 // Index modes: Scatter* index the first axis (depth 1, any index shape);
-// ScatterNd*/TensorScatter* take the last axis of `indices` as the depth.
-enum class IndexMode { kFirstAxis, kNd };
+// ScatterNd*/TensorScatter* take the last axis of `indices` as the depth; the segment
+// operators index the first axis and drop the index vectors with a negative id.
+enum class IndexMode { kFirstAxis, kNd, kSegment };
 // Outputs: kToken writes input_x in place and a 1-element token; kReturn writes in place
 // and copies the updated input_x to the output; kTensor leaves input_x alone and writes
 // the result to the output (copy + scatter).
@@ -106,6 +107,9 @@ struct Plan {
   bool sharded = false;
   int64_t row_begin = 0;
   int64_t global_rows = 0;
+  // Segment ids (IndexMode::kSegment): a negative id drops its row of 'updates' (as
+  // MindSpore's and TensorFlow's unsorted_segment_*); the engine runs the row-shard path.
+  bool drop_negative = false;
 };
 
 // Build the plan from the shapes of (x, indices, updates, out), or for a sharded entry
@@ -141,7 +145,7 @@ inline int plan_from_shapes(const char *op, IndexMode mode, bool sharded, const 
   p->x_numel = numel(p->x_ndim, p->x_shape);
   const int64_t idx_numel = numel(p->idx_ndim, p->idx_shape);
   int lead = p->idx_ndim;  // index dims that enumerate index vectors
-  if (mode == IndexMode::kFirstAxis) {
+  if (mode == IndexMode::kFirstAxis || mode == IndexMode::kSegment) {
     p->depth = 1;
     p->n = idx_numel;
     if (p->x_ndim == 0) {  // a 0-d input_x is one element along its (single) first axis, as MindSpore's
@@ -168,6 +172,10 @@ inline int plan_from_shapes(const char *op, IndexMode mode, bool sharded, const 
                   shape_str(p->idx_ndim, p->idx_shape).c_str(), shape_str(p->x_ndim, p->x_shape).c_str(),
                   shape_str(p->upd_ndim, p->upd_shape).c_str());
 #undef MSS_PLAN_FAIL
+  if (mode == IndexMode::kSegment) {
+    p->drop_negative = true;
+    p->global_rows = p->x_shape[0];
+  }
   p->slice = numel(p->x_ndim - static_cast<int>(p->depth), p->x_shape + p->depth);
   int64_t stride = p->slice;
   for (int64_t d = p->depth - 1; d >= 0; --d) {
@@ -257,6 +265,14 @@ inline void format_zero_message(char *buf, size_t len, const Plan &p, int64_t fl
                 p.op, position_str(flat, p.upd_ndim, p.upd_shape).c_str(), shape_str(p.upd_ndim, p.upd_shape).c_str());
 }
 inline int index_error(const Plan &p, int64_t flat, long long v) {
+  if (p.drop_negative) {
+    set_error(kIndexOutOfRange,
+              "For '%s', each value of 'segment_ids' must be < num_segments (%lld) (a negative id drops its row), "
+              "but got %lld at position %s of 'segment_ids' (shape %s).",
+              p.op, static_cast<long long>(p.x_shape[0]), v, position_str(flat, p.idx_ndim, p.idx_shape).c_str(),
+              shape_str(p.idx_ndim, p.idx_shape).c_str());
+    return kIndexOutOfRange;
+  }
   if (p.sharded && p.depth > 0 && flat % p.depth == 0) {
     std::vector<int64_t> global(p.x_shape, p.x_shape + p.x_ndim);
     global[0] = p.global_rows;
@@ -336,11 +352,12 @@ int index_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict of
   return kOk;
 }
 
-// index_offsets for a row shard (Plan::sharded). Every index vector is checked, dimension
-// 0 against the global row count, before anything is written; the vectors whose row lies
-// in the shard get the element offset of their slice in the shard at off[k], and their
-// positions k, in index order, go to pos[0..*kept). The statistics are those of the kept
-// offsets. A vector outside the shard is never applied, whatever the reduction.
+// index_offsets for a row shard (Plan::sharded) and for segment ids (Plan::drop_negative:
+// the whole input_x is the shard, a negative id is dropped). Every index vector is checked,
+// dimension 0 against the global row count, before anything is written; the vectors whose
+// row lies in the shard get the element offset of their slice in the shard at off[k], and
+// their positions k, in index order, go to pos[0..*kept). The statistics are those of the
+// kept offsets. A vector outside the shard is never applied, whatever the reduction.
 template <typename I>
 int shard_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict off, int64_t *__restrict pos,
                   int64_t *kept, OffsetStats *st) {
@@ -350,6 +367,7 @@ int shard_offsets(const Plan &p, const I *__restrict idx, int64_t *__restrict of
   int64_t m = 0;
   for (int64_t k = 0; k < n; ++k) {
     const I *vec = idx + k * depth;
+    if (p.drop_negative && static_cast<int64_t>(vec[0]) < 0) continue;
     for (int64_t d = 0; d < depth; ++d) {
       const int64_t v = static_cast<int64_t>(vec[d]);
       if (v < 0 || v >= (d == 0 ? p.global_rows : p.x_shape[d]))

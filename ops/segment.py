@@ -1,0 +1,234 @@
+"""MindSpore's unsorted segment operators on ms_scatter's engine: ``unsorted_segment_sum /
+_prod / _max / _min(input_x, segment_ids, num_segments)`` and the primitives
+``UnsortedSegmentSum / Prod / Max / Min``, with MindSpore 2.10's semantics.
+
+Each is one kernel call: the engine's first-axis scatter of input_x's rows, out of place, into
+a tensor of ``num_segments`` rows filled with the reduction's identity (sum 0, prod 1, max the
+dtype's lowest value, min its highest, as MindSpore fills an empty segment); a negative id
+drops its row (as MindSpore and TensorFlow), an id >= num_segments is an error raised before
+anything is written (``kernels/include/ms_scatter``: IndexMode::kSegment, entries
+``UnsortedSegment<S>``). The family's policies hold: float16 and bfloat16 accumulate in
+float32 and round once (MindSpore 2.10 adds float16 in float16), a NaN propagates in max/min
+(MindSpore's skip it), rows apply in index order, the same result at any thread count.
+
+Gradients (every mode): sum passes each row its segment's gradient; prod the product of the
+segment's other rows (zeros included); max/min split a segment's gradient evenly among the
+rows that tie for its value; a dropped row gets none; segment_ids and num_segments none.
+"""
+import numpy as np
+from mindspore import Tensor, ops
+from mindspore.common import dtype as mstype
+from mindspore.ops import constexpr
+from mindspore.ops.primitive import Primitive
+
+from . import infer
+from ._docs import PLATFORMS
+from ._kernel import ScatterKernel, _known_or_unknown
+
+_FAMILY = "UnsortedSegment"
+
+
+def _fill_value(fill, dtype_name):
+    """The value an empty segment takes, for a dtype name."""
+    if fill == "zero":
+        return 0
+    if fill == "one":
+        return 1
+    if dtype_name == "bfloat16":
+        big = float(np.float32(3.3895313892515355e38))  # bfloat16's largest finite value (exact in float32)
+    elif dtype_name.startswith(("int", "uint")):
+        info = np.iinfo(dtype_name)
+        return int(info.min if fill == "lowest" else info.max)
+    else:
+        big = float(np.finfo(dtype_name).max)
+    return -big if fill == "lowest" else big
+
+
+@constexpr
+def _plan(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
+    """(output shape, the fill as a 0-d Tensor) of one call, after the operator's rules
+    (folded at compile time in a graph). The fill is a Tensor of input_x's dtype (a Python
+    float would pass through float32 in a graph: float64's lowest value would become -inf),
+    float32 for bfloat16 (MindSpore's CPU BroadcastTo has no bfloat16; the value is exact)."""
+    name = infer.segment_dtype(op, x_dtype, ids_dtype)
+    x_shape, ids_shape = _known_or_unknown(x_shape), _known_or_unknown(ids_shape)
+    shape = infer.segment_shape(op, x_shape, ids_shape, num_segments)
+    if any(d < 0 for d in shape):
+        raise infer.op_error(ValueError, op, f"input_x.shape[segment_ids.ndim:] (the output's trailing shape) must "
+                                             f"be known when the graph compiles (dynamic leading dimensions are "
+                                             f"fine), but got input_x {x_shape} and segment_ids {ids_shape}.")
+    return shape, Tensor(_fill_value(fill, name), mstype.float32 if name == "bfloat16" else x_dtype)
+
+
+def _num_segments(op, num_segments):
+    """num_segments as an int: an int, or a 0-d integer Tensor (PYNATIVE, or a constant)."""
+    if isinstance(num_segments, Tensor):
+        if num_segments.ndim != 0 or num_segments.dtype not in (mstype.int32, mstype.int64):
+            raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a 0-d int32/int64 Tensor, but "
+                                                f"got a Tensor of shape {tuple(num_segments.shape)} and dtype "
+                                                f"{num_segments.dtype}.")
+        return int(num_segments.asnumpy())
+    return num_segments
+
+
+_num_segments_in_graph = constexpr(_num_segments)
+
+
+def _filled(shape, value, dtype):
+    """A tensor of `shape` filled with the 0-d Tensor `value`, of `dtype`."""
+    out = ops.broadcast_to(value, shape)
+    return out if value.dtype == dtype else ops.cast(out, dtype)
+
+
+class _SegmentKernel(ScatterKernel):
+    """The engine op of one segment operator: (filled output, segment_ids, input_x) -> output."""
+
+    def __init__(self, op_name, reduction):
+        self.reduction = reduction
+        self._setup(op_name, _FAMILY, op_name, bprop=_segment_bprop(reduction), graph="dispatch",
+                    no_ascend=f"For '{op_name}', the segment operators have no Ascend kernels yet (CPU and GPU "
+                              f"only).")
+
+    def __deepcopy__(self, memo):
+        return type(self)(self.op_name, self.reduction)
+
+
+def _expand(mask, like):
+    """A segment_ids-shaped tensor broadcast over input_x's trailing dims."""
+    return ops.reshape(mask, mask.shape + (1,) * (like.ndim - mask.ndim))
+
+
+def _segment_bprop(reduction):
+    """bprop of the engine op (init, ids, x) -> out: d init passes through (it is a constant
+    fill), d x by the rule of the reduction, over the rows whose id is kept."""
+    def bprop(init, ids, x, out, dout):
+        compute = mstype.float32 if dout.dtype in (mstype.bfloat16, mstype.float16) else dout.dtype
+        kept = ids >= 0
+        rows = ops.select(kept, ids, ops.zeros_like(ids))  # dropped rows read row 0, then masked
+        keep = ops.cast(_expand(kept, x), compute)
+        g = ops.gather(ops.cast(dout, compute), rows, 0) * keep
+        xc = ops.cast(x, compute)
+        if reduction == "Add":
+            dx = g
+        elif reduction in ("Max", "Min"):
+            won = ops.cast(xc == ops.gather(ops.cast(out, compute), rows, 0), compute) * keep
+            counts = _SEGMENT_SUM(ops.zeros_like(ops.cast(out, compute)), ids, won)
+            dx = g * won / ops.maximum(ops.gather(counts, rows, 0), ops.ones_like(g))
+        else:  # Mul: the product of the segment's other rows, zeros included
+            nonzero = xc != 0
+            zeros = _SEGMENT_SUM(ops.zeros_like(ops.cast(out, compute)), ids,
+                                 ops.cast(ops.logical_not(nonzero), compute) * keep)
+            others = _SEGMENT_PROD(ops.ones_like(ops.cast(out, compute)), ids,
+                                   ops.select(nonzero, xc, ops.ones_like(xc)))
+            zeros_at, others_at = ops.gather(zeros, rows, 0), ops.gather(others, rows, 0)
+            safe_x = ops.select(nonzero, xc, ops.ones_like(xc))
+            dx = g * ops.select(nonzero, ops.select(zeros_at == 0, others_at / safe_x, ops.zeros_like(xc)),
+                                ops.select(zeros_at == 1, others_at, ops.zeros_like(xc)))
+        return dout, ops.zeros_like(ids), ops.cast(dx, x.dtype)
+    return bprop
+
+
+def _make(record):
+    kernel = _SegmentKernel(record.name, record.reduction)
+    op, fill = record.name, record.fill
+
+    def function(input_x, segment_ids, num_segments):
+        shape, value = _plan(op, input_x.shape, segment_ids.shape, _num_segments_in_graph(op, num_segments),
+                             input_x.dtype, segment_ids.dtype, fill)
+        return kernel(_filled(shape, value, input_x.dtype), segment_ids, input_x)
+
+    function.__name__ = function.__qualname__ = record.function
+    function.__doc__ = _function_doc(record)
+    return function, kernel
+
+
+def _function_doc(record):
+    fills = {"zero": "0", "one": "1", "lowest": "the lowest value of the dtype (float32: -3.4028235e+38)",
+             "highest": "the highest value of the dtype (float32: 3.4028235e+38)"}
+    what = {"Add": "sum", "Mul": "product", "Max": "maximum", "Min": "minimum"}[record.reduction]
+    return f"""
+    The {what} of the rows of `input_x` in each segment of `segment_ids`.
+
+    MindSpore's ``ops.{record.function}`` (deprecated from MindSpore 2.10) on ms_scatter's
+    kernels.
+
+    ``output[s] = {what}(input_x[i] for every i with segment_ids[i] == s)``, in index order;
+    an empty segment is {fills[record.fill]}. A negative id drops its row.
+
+    Args:
+        input_x (Tensor): of dtype {', '.join(infer.VALUE_DTYPES)}.
+        segment_ids (Tensor): int32 or int64; its shape is a prefix of `input_x`'s.
+        num_segments (Union[int, Tensor]): the number of segments, > 0 (an int, or a 0-d integer
+            Tensor whose value is known when the graph compiles).
+
+    Returns:
+        Tensor of shape ``(num_segments,) + input_x.shape[segment_ids.ndim:]`` and the dtype of
+        `input_x`.
+
+    Raises:
+        TypeError: If a dtype is not one of those above, or `num_segments` is not an int.
+        ValueError: If `num_segments` <= 0, or `segment_ids.shape` is not a prefix of `input_x.shape`.
+        ms_scatter.ScatterIndexError: In PYNATIVE mode, if an id is >= num_segments (in GRAPH
+            mode MindSpore's RuntimeError); nothing is computed.
+
+    Note:
+        float16 and bfloat16 accumulate in float32 and round once (MindSpore 2.10 adds float16
+        in float16); a NaN propagates in max/min (MindSpore's CPU kernels skip it).
+        Differentiable with respect to `input_x` in PYNATIVE, GRAPH and under jit
+        (max/min: ties split the gradient evenly).
+
+    Supported Platforms:
+        {PLATFORMS}; on Ascend a ValueError (not yet built there).
+
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> x = Tensor(np.array([[1, 2], [3, 4], [5, 6]], np.float32))
+        >>> ids = Tensor(np.array([1, -1, 1], np.int32))
+        >>> print(ms_scatter.{record.function}(x, ids, 2).shape)
+        (2, 2)
+    """
+
+
+class _SegmentPrimitive(Primitive):
+    """Base of UnsortedSegment*: a Primitive with its own shape and dtype inference; a call
+    (PYNATIVE, or in a graph, where it compiles as its functional form) runs the function."""
+    _op = None
+    _function = None
+
+    def __init__(self):
+        super().__init__(self._op)
+        self.init_prim_io_names(inputs=["x", "segment_ids", "num_segments"], outputs=["y"])
+        self.__ms_class__ = True
+        self.__parse_method__ = "_ms_graph_method"
+
+    def _ms_graph_method(self, input_x, segment_ids, num_segments):
+        return self._function(input_x, segment_ids, num_segments)
+
+    def __call__(self, input_x, segment_ids, num_segments):
+        return type(self)._function(input_x, segment_ids, num_segments)
+
+    def infer_shape(self, x_shape, ids_shape, num_segments):
+        return list(infer.segment_shape(self._op, x_shape, ids_shape, num_segments))
+
+    def infer_dtype(self, x_dtype, ids_dtype, num_segments_dtype=None):  # pylint: disable=unused-argument
+        infer.segment_dtype(self._op, x_dtype, ids_dtype)
+        return x_dtype
+
+    def __deepcopy__(self, memo):
+        return type(self)()
+
+
+SEGMENT_PRIMITIVES = {}
+SEGMENT_FUNCTIONS = {}
+_KERNELS = {}
+for _record in infer.SEGMENT_OPERATORS.values():
+    _fn, _KERNELS[_record.reduction] = _make(_record)
+    SEGMENT_FUNCTIONS[_record.function] = _fn
+    SEGMENT_PRIMITIVES[_record.name] = type(_record.name, (_SegmentPrimitive,), {
+        "_op": _record.name, "_function": staticmethod(_fn), "__module__": "ms_scatter",
+        "__doc__": f"\n    The primitive of :func:`ms_scatter.{_record.function}`: "
+                   f"``{_record.name}()(input_x, segment_ids, num_segments)``.\n" + _fn.__doc__})
+_SEGMENT_SUM = _KERNELS["Add"]
+_SEGMENT_PROD = _KERNELS["Mul"]
