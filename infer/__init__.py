@@ -133,6 +133,27 @@ def segment_shape(op, x_shape, ids_shape, num_segments):
     return (num_segments,) + x_shape[len(ids_shape):]
 
 
+SEGMENT_REDUCES = ("sum", "mean", "max", "min", "prod")
+
+
+def check_segment_reduce(op, reduce):
+    """segment_reduce / segment_csr: `reduce` one of SEGMENT_REDUCES."""
+    if reduce not in SEGMENT_REDUCES:
+        raise op_error(ValueError, op, f"'reduce' must be one of {', '.join(SEGMENT_REDUCES)}, but got {reduce!r}.")
+
+
+def segment_rows_shape(op, src_shape, ids_shape, num_segments):
+    """segment_reduce, segment_argmax/argmin, segment_softmax: `segment_ids` 1-D, one id per row
+    of `src` (rank >= 1); returns the reduced shape (num_segments,) + src.shape[1:]."""
+    src_shape, ids_shape = tuple(src_shape), tuple(ids_shape)
+    if _rank_known(ids_shape) and len(ids_shape) != 1:
+        raise op_error(ValueError, op, f"'segment_ids' must be 1-D (one id per row of 'src'), but got shape "
+                                       f"{_fmt(ids_shape)}.")
+    if _rank_known(src_shape) and not src_shape:
+        raise op_error(ValueError, op, "'src' must have rank >= 1 (rows), but got shape ().")
+    return segment_shape(op, src_shape, ids_shape, num_segments)
+
+
 def segment_dtype(op, x_dtype, ids_dtype):
     """input_x one of VALUE_DTYPES, segment_ids int32/int64; the output has input_x's dtype."""
     x_name, i_name = dtype_name(x_dtype), dtype_name(ids_dtype)

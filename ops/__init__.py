@@ -44,15 +44,16 @@ def _load():
     from .infer import ScatterTypeError
     from .primitives import FUNCTIONS, PRIMITIVES
     from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
+    from .segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES
 
     distributed.install(FUNCTIONS)  # Replicated's methods (distributed.py does not import primitives.py)
     names = {name: value for name, value in locals().items()
-             if name not in ("FUNCTIONS", "PRIMITIVES", "SEGMENT_FUNCTIONS", "SEGMENT_PRIMITIVES")}
-    for table in (PRIMITIVES, FUNCTIONS, SEGMENT_PRIMITIVES, SEGMENT_FUNCTIONS):
+             if not name.endswith(("FUNCTIONS", "PRIMITIVES"))}
+    tables = (PRIMITIVES, FUNCTIONS, SEGMENT_PRIMITIVES, SEGMENT_FUNCTIONS, CONTRACT_PRIMITIVES, CONTRACT_FUNCTIONS)
+    for table in tables:
         names.update(table)
     globals().update(names)
-    globals()["__all__"] = sorted(PRIMITIVES) + sorted(FUNCTIONS) + sorted(SEGMENT_PRIMITIVES) + sorted(
-        SEGMENT_FUNCTIONS) + [
+    globals()["__all__"] = [name for table in tables for name in sorted(table)] + [
         "ScatterIndexError", "ScatterTypeError", "ScatterZeroDivisionError", "ScatterKernelError", "last_error",
         "set_num_threads", "get_num_threads", "thread_choices", "cpu_variant", "call_counts", "patch", "unpatch",
         "patched"]

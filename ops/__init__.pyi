@@ -245,3 +245,35 @@ def unsorted_segment_prod(input_x: Tensor, segment_ids: Tensor, num_segments: Un
 
 def unsorted_segment_sum(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
     """The sum of the rows of `input_x` in each segment of `segment_ids`."""
+
+class SegmentArgmax(Primitive):
+    """``SegmentArgmax()(src, segment_ids, num_segments)``: the primitive of :func:`ms_scatter.segment_argmax`."""
+    def __init__(self) -> None: ...
+    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]: ...
+
+class SegmentArgmin(Primitive):
+    """``SegmentArgmin()(src, segment_ids, num_segments)``: the primitive of :func:`ms_scatter.segment_argmin`."""
+    def __init__(self) -> None: ...
+    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]: ...
+
+class SegmentReduce(Primitive):
+    """``SegmentReduce(reduce='sum', fill_value=0, indices_are_sorted=False)(src, segment_ids,"""
+    def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0, indices_are_sorted: bool = False) -> None: ...
+    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+class SegmentSoftmax(Primitive):
+    """``SegmentSoftmax()(src, segment_ids, num_segments)``: the primitive of :func:`ms_scatter.segment_softmax`."""
+    def __init__(self) -> None: ...
+    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+def segment_argmax(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
+    """(values, arg): the max of each segment (as ``segment_reduce(..., 'max', fill_value=0)``)"""
+
+def segment_argmin(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
+    """(values, arg): the min of each segment (as ``segment_reduce(..., 'min', fill_value=0)``)"""
+
+def segment_reduce(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor], reduce: str = 'sum', *, fill_value: Union[int, float] = 0, indices_are_sorted: bool = False) -> Tensor:
+    """The rows of `src` reduced per segment: ``output[s] = reduce(src[i] for i with"""
+
+def segment_softmax(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
+    """The softmax over the rows of each segment, per trailing element, shifted by the segment's"""

@@ -81,6 +81,25 @@ def stub_text():
     for name in sorted(SEGMENT_FUNCTIONS):
         out.append(f"\ndef {name}(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:")
         out.append(f'    """{_summary(SEGMENT_FUNCTIONS[name])}"""')
+    from .segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES  # pylint: disable=import-outside-toplevel
+    pair = "Tuple[Tensor, Tensor]"
+    returns = {"segment_argmax": pair, "segment_argmin": pair, "SegmentArgmax": pair, "SegmentArgmin": pair}
+    for name in sorted(CONTRACT_PRIMITIVES):
+        out.append(f"\nclass {name}(Primitive):")
+        out.append(f'    """{_summary(CONTRACT_PRIMITIVES[name])}"""')
+        if name == "SegmentReduce":
+            out.append("    def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0, "
+                       "indices_are_sorted: bool = False) -> None: ...")
+        else:
+            out.append("    def __init__(self) -> None: ...")
+        out.append("    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> "
+                   f"{returns.get(name, 'Tensor')}: ...")
+    for name in sorted(CONTRACT_FUNCTIONS):
+        extra = (", reduce: str = 'sum', *, fill_value: Union[int, float] = 0, indices_are_sorted: bool = False"
+                 if name == "segment_reduce" else "")
+        out.append(f"\ndef {name}(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]{extra}) -> "
+                   f"{returns.get(name, 'Tensor')}:")
+        out.append(f'    """{_summary(CONTRACT_FUNCTIONS[name])}"""')
     return "\n".join(out) + "\n"
 
 

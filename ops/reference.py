@@ -124,3 +124,65 @@ def segment_oracle(reduction, x, segment_ids, num_segments, fill):
         if s >= 0:
             out[s] = reduce_step(reduction, out[s], rows[k].astype(acc))
     return out.astype(x.dtype)
+
+
+_IDENTITY = {"sum": ("Add", 0), "prod": ("Mul", 1), "mean": ("Add", 0)}
+
+
+def segment_reduce_oracle(reduce, src, segment_ids, num_segments, fill_value=0):
+    """segment_reduce on numpy arrays (1-D ids): an empty segment is fill_value; mean is the
+    sum (16-bit floats in float32) over the count, integers truncated toward zero."""
+    src, ids = np.asarray(src), np.asarray(segment_ids)
+    counts = np.zeros(num_segments, np.int64)
+    for s in ids:
+        if 0 <= s < num_segments:
+            counts[s] += 1
+    if reduce in ("max", "min"):
+        if is_float(src.dtype):
+            start = -np.inf if reduce == "max" else np.inf
+        else:
+            start = np.iinfo(src.dtype).min if reduce == "max" else np.iinfo(src.dtype).max
+        out = segment_oracle(reduce.capitalize(), src, ids, num_segments, start).astype(acc_dtype(src.dtype))
+    else:
+        reduction, identity = _IDENTITY[reduce]
+        work = src.astype(acc_dtype(src.dtype)) if reduce == "mean" else src
+        out = segment_oracle(reduction, work, ids, num_segments, identity).astype(acc_dtype(src.dtype))
+        if reduce == "mean":
+            denominator = np.maximum(counts, 1).reshape((-1,) + (1,) * (src.ndim - 1))
+            out = out / denominator if is_float(src.dtype) else _trunc_div(out, denominator.astype(out.dtype))
+    empty = (counts == 0).reshape((-1,) + (1,) * (src.ndim - 1))
+    return np.where(empty, np.asarray(fill_value).astype(out.dtype), out).astype(src.dtype)
+
+
+def segment_arg_oracle(kind, src, segment_ids, num_segments):
+    """(values, arg) of segment_argmax / segment_argmin: the first row in index order that
+    holds the segment's max (min), a NaN winning; an empty segment: value 0, arg E."""
+    src, ids = np.asarray(src), np.asarray(segment_ids)
+    length = src.shape[0]
+    values = np.zeros((num_segments,) + src.shape[1:], src.dtype)
+    arg = np.full((num_segments,) + src.shape[1:], length, np.int64)
+    for k, s in enumerate(ids):
+        if s < 0:
+            continue
+        v = src[k]
+        cur = values[s]
+        taken = arg[s] < length
+        nan_v = np.isnan(v) if is_float(src.dtype) else np.zeros(v.shape, bool)
+        nan_cur = np.isnan(cur) if is_float(src.dtype) else np.zeros(v.shape, bool)
+        better = (v > cur) if kind == "max" else (v < cur)
+        win = ~taken | (~nan_cur & (nan_v | better))
+        values[s] = np.where(win, v, cur)
+        arg[s] = np.where(win, k, arg[s])
+    return values, arg
+
+
+def segment_softmax_oracle(src, segment_ids, num_segments):
+    """segment_softmax on numpy arrays, in float64: rows with a negative id give 0."""
+    src, ids = np.asarray(src, np.float64), np.asarray(segment_ids)
+    out = np.zeros_like(src)
+    for s in range(num_segments):
+        rows = ids == s
+        if rows.any():
+            e = np.exp(src[rows] - src[rows].max(axis=0))
+            out[rows] = e / e.sum(axis=0)
+    return out

@@ -1,0 +1,311 @@
+"""The segment reductions of the segment contract (shared/SEGMENT_API.md, section 2):
+``segment_reduce`` (sum, mean, max, min, prod; ``fill_value``), ``segment_argmax`` /
+``segment_argmin`` and ``segment_softmax``, with their primitives ``SegmentReduce``,
+``SegmentArgmax``, ``SegmentArgmin``, ``SegmentSoftmax``.
+
+Each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis scatter
+each, negative ids dropped, an id >= num_segments an error before anything is computed) and
+elementwise MindSpore ops: a count pass where an empty segment needs ``fill_value`` (mean's
+finalize step), a max pass and a min pass of row numbers for the arg outputs, a max pass and a
+sum pass for the softmax. Gradients follow from the kernels' own (sum, prod with zeros, max/min
+ties split evenly): mean's is the sum's divided by the count; softmax's is
+``y * (dy - segment_sum(y * dy))``. float16 and bfloat16 are computed in float32.
+"""
+from mindspore import Tensor, ops
+from mindspore.common import dtype as mstype
+from mindspore.ops import constexpr
+from mindspore.ops.primitive import Primitive
+
+from . import infer
+from ._docs import PLATFORMS
+from .segment import SEGMENT_FUNCTIONS, _num_segments_in_graph
+
+_SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
+_PROD = SEGMENT_FUNCTIONS["unsorted_segment_prod"]
+_MAX = SEGMENT_FUNCTIONS["unsorted_segment_max"]
+_MIN = SEGMENT_FUNCTIONS["unsorted_segment_min"]
+_HALF = (mstype.float16, mstype.bfloat16)
+
+
+@constexpr
+def _check(op, src_shape, ids_shape, num_segments, reduce):
+    if reduce is not None:
+        infer.check_segment_reduce(op, reduce)
+    shape = tuple(-1 if d is None else d for d in src_shape)
+    ids = tuple(-1 if d is None else d for d in ids_shape)
+    return infer.segment_rows_shape(op, shape, ids, num_segments)
+
+
+@constexpr
+def _scalar(value, dtype):
+    """`value` as a 0-d Tensor of `dtype` (bfloat16: float32): exact in a graph, where a Python
+    float would pass through float32."""
+    return Tensor(value, mstype.float32 if dtype == mstype.bfloat16 else dtype)
+
+
+@constexpr
+def _is_float(dtype):
+    return dtype in (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
+
+
+def _per_segment(values, like):
+    """An (N,) tensor broadcast against `like` of shape (N,) + trailing dims."""
+    return ops.reshape(values, values.shape + (1,) * (like.ndim - 1))
+
+
+def _kept_rows(segment_ids):
+    """(ids with the dropped rows at 0, the bool mask of kept rows)."""
+    kept = segment_ids >= 0
+    return ops.select(kept, segment_ids, ops.zeros_like(segment_ids)), kept
+
+
+def _counts(segment_ids, num_segments):
+    return _SUM(ops.ones_like(segment_ids).astype(mstype.float32), segment_ids, num_segments)
+
+
+def _filled_where_empty(out, counts, fill_value):
+    dtype = out.dtype
+    work = ops.cast(out, mstype.float32) if dtype == mstype.bfloat16 else out  # no bfloat16 Select on the CPU
+    fill = ops.broadcast_to(ops.cast(_scalar(fill_value, dtype), work.dtype), work.shape)
+    return ops.cast(ops.select(ops.broadcast_to(_per_segment(counts == 0, work), work.shape), fill, work), dtype)
+
+
+def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0,
+                   indices_are_sorted=False):  # pylint: disable=unused-argument
+    """The rows of `src` reduced per segment id (sum, mean, max, min, prod); see the module
+    docstring and docs/api/segment.md."""
+    n = _num_segments_in_graph("segment_reduce", num_segments)
+    _check("segment_reduce", src.shape, segment_ids.shape, n, reduce)
+    dtype = src.dtype
+    work = ops.cast(src, mstype.float32) if dtype in _HALF and reduce == "mean" else src
+    if reduce == "sum":
+        out = _SUM(work, segment_ids, n)
+    elif reduce == "prod":
+        out = _PROD(work, segment_ids, n)
+    elif reduce == "max":
+        out = _MAX(work, segment_ids, n)
+    elif reduce == "min":
+        out = _MIN(work, segment_ids, n)
+    else:
+        out = _SUM(work, segment_ids, n)
+    if reduce == "sum" and _is_zero(fill_value):
+        return out  # the kernel's fill is the identity, 0
+    if reduce == "prod" and _is_one(fill_value):
+        return out
+    counts = _counts(segment_ids, n)
+    if reduce == "mean":
+        denominator = ops.cast(_per_segment(ops.maximum(counts, ops.ones_like(counts)), out), out.dtype)
+        if _is_float(out.dtype):
+            out = out / denominator
+        else:
+            out = ops.div(out, denominator, rounding_mode="trunc")  # integers: toward zero, as the family's Div
+        out = ops.cast(out, dtype)
+    return _filled_where_empty(out, counts, fill_value)
+
+
+@constexpr
+def _is_zero(value):
+    return not isinstance(value, bool) and value == 0
+
+
+@constexpr
+def _is_one(value):
+    return not isinstance(value, bool) and value == 1
+
+
+def _arg(op, src, segment_ids, num_segments, best):
+    n = _num_segments_in_graph(op, num_segments)
+    _check(op, src.shape, segment_ids.shape, n, None)
+    rows, kept = _kept_rows(segment_ids)
+    dtype = src.dtype
+    values = best(src, segment_ids, n)
+    if dtype == mstype.bfloat16:  # no bfloat16 Gather or Select on the CPU: compared in float32 (exact)
+        src, values = ops.cast(src, mstype.float32), ops.cast(values, mstype.float32)
+    at_row = ops.gather(values, rows, 0)
+    won = src == at_row
+    if _is_float(src.dtype):
+        won = ops.logical_or(won, ops.logical_and(ops.isnan(src), ops.isnan(at_row)))  # a NaN wins
+    won = ops.logical_and(won, ops.broadcast_to(_per_segment(kept, src), src.shape))
+    length = src.shape[0]
+    number = ops.broadcast_to(_per_segment(ops.arange(length, dtype=mstype.int64), src), src.shape)
+    candidates = ops.select(won, number, ops.full_like(number, length))
+    arg = ops.minimum(_MIN(candidates, segment_ids, n), ops.full_like(values, length, dtype=mstype.int64))
+    values = ops.select(arg == length, ops.zeros_like(values), values)  # an empty segment: 0
+    return ops.cast(values, dtype), arg
+
+
+def segment_argmax(src, segment_ids, num_segments):
+    """(values, arg): the max of each segment and the row of `src` that won (the first in index
+    order among ties, a NaN winning; an empty segment: value 0, arg E = src.shape[0])."""
+    return _arg("segment_argmax", src, segment_ids, num_segments, _MAX)
+
+
+def segment_argmin(src, segment_ids, num_segments):
+    """(values, arg): as segment_argmax, for the min."""
+    return _arg("segment_argmin", src, segment_ids, num_segments, _MIN)
+
+
+def segment_softmax(src, segment_ids, num_segments):
+    """The softmax of the rows of each segment, per trailing element, shifted by the segment's
+    max (no overflow for large logits); a row with a negative id gives 0."""
+    n = _num_segments_in_graph("segment_softmax", num_segments)
+    _check("segment_softmax", src.shape, segment_ids.shape, n, None)
+    dtype = src.dtype
+    x = ops.cast(src, mstype.float32) if dtype in _HALF else src
+    rows, kept = _kept_rows(segment_ids)
+    keep = ops.broadcast_to(_per_segment(kept, x), x.shape)
+    shift = ops.gather(_MAX(ops.stop_gradient(x), segment_ids, n), rows, 0)
+    e = ops.select(keep, ops.exp(ops.select(keep, x - shift, ops.zeros_like(x))), ops.zeros_like(x))
+    total = ops.gather(_SUM(e, segment_ids, n), rows, 0)
+    y = e / ops.select(keep, total, ops.ones_like(total))
+    return ops.cast(y, dtype)
+
+
+# ------------------------------------------------------------------ the primitives
+
+class _ContractPrimitive(Primitive):
+    """A Primitive whose call (PYNATIVE, or in a graph, where it compiles as its function) runs
+    the function with the constructor's keyword arguments."""
+    _name = None
+
+    def __init__(self, **kwargs):
+        super().__init__(self._name)
+        self.kwargs = kwargs
+        for key, value in kwargs.items():
+            self.add_prim_attr(key, value)
+        self.init_prim_io_names(inputs=["src", "segment_ids", "num_segments"], outputs=["y"])
+        self.__ms_class__ = True
+        self.__parse_method__ = "_ms_graph_method"
+
+    def __deepcopy__(self, memo):
+        return type(self)(**self.kwargs)
+
+
+class SegmentReduce(_ContractPrimitive):
+    """``SegmentReduce(reduce="sum", fill_value=0, indices_are_sorted=False)(src, segment_ids,
+    num_segments)``: the primitive of :func:`ms_scatter.segment_reduce`."""
+    _name = "SegmentReduce"
+
+    def __init__(self, reduce="sum", fill_value=0, indices_are_sorted=False):
+        infer.check_segment_reduce(self._name, reduce)
+        super().__init__(reduce=reduce, fill_value=fill_value, indices_are_sorted=indices_are_sorted)
+        self.reduce, self.fill_value = reduce, fill_value
+
+    def _ms_graph_method(self, src, segment_ids, num_segments):
+        return segment_reduce(src, segment_ids, num_segments, self.reduce, fill_value=self.fill_value)
+
+    def __call__(self, src, segment_ids, num_segments):
+        return segment_reduce(src, segment_ids, num_segments, self.reduce, fill_value=self.fill_value)
+
+    def infer_shape(self, src_shape, ids_shape, num_segments):
+        return list(infer.segment_rows_shape(self._name, src_shape, ids_shape, num_segments))
+
+    def infer_dtype(self, src_dtype, ids_dtype, num_segments_dtype=None):  # pylint: disable=unused-argument
+        infer.segment_dtype(self._name, src_dtype, ids_dtype)
+        return src_dtype
+
+
+def _simple_primitive(name, function, returns_arg):
+    def graph_method(self, src, segment_ids, num_segments):  # pylint: disable=unused-argument
+        return function(src, segment_ids, num_segments)
+
+    def infer_shape(self, src_shape, ids_shape, num_segments):  # pylint: disable=unused-argument
+        shape = list(infer.segment_rows_shape(name, src_shape, ids_shape, num_segments))
+        return (shape, shape) if returns_arg else list(src_shape)
+
+    def infer_dtype(self, src_dtype, ids_dtype, num_segments_dtype=None):  # pylint: disable=unused-argument
+        infer.segment_dtype(name, src_dtype, ids_dtype)
+        return (src_dtype, mstype.int64) if returns_arg else src_dtype
+
+    return type(name, (_ContractPrimitive,), {
+        "_name": name, "_ms_graph_method": graph_method, "__call__": graph_method, "infer_shape": infer_shape,
+        "infer_dtype": infer_dtype, "__module__": "ms_scatter",
+        "__doc__": f"``{name}()(src, segment_ids, num_segments)``: the primitive of "
+                   f":func:`ms_scatter.{function.__name__}`."})
+
+
+SegmentArgmax = _simple_primitive("SegmentArgmax", segment_argmax, True)
+SegmentArgmin = _simple_primitive("SegmentArgmin", segment_argmin, True)
+SegmentSoftmax = _simple_primitive("SegmentSoftmax", segment_softmax, False)
+SegmentReduce.__module__ = "ms_scatter"
+
+_COMMON = f"""
+    `segment_ids`: int32 or int64, 1-D, one id per row of `src` (E = src.shape[0]); a negative
+    id drops its row; an id >= num_segments is an error before anything is computed
+    (ms_scatter.ScatterIndexError in PYNATIVE, MindSpore's RuntimeError in a graph).
+    `num_segments` (N): an int > 0, or a 0-d integer Tensor whose value is known when a graph
+    compiles. Works in PYNATIVE, GRAPH and under jit, with gradients; the leading dimension
+    (E) may be dynamic in a graph (not for the arg outputs).
+
+    Supported Platforms:
+        {PLATFORMS}; on Ascend a ValueError (not yet built there).
+"""
+segment_reduce.__doc__ = """
+    The rows of `src` reduced per segment: ``output[s] = reduce(src[i] for i with
+    segment_ids[i] == s)``, of shape ``(num_segments,) + src.shape[1:]`` and `src`'s dtype.
+
+    `reduce`: "sum", "mean", "max", "min" or "prod". An empty segment is `fill_value` (mean of
+    nothing is `fill_value`, never NaN). `indices_are_sorted`: a promise the kernels may use;
+    today they do not need it (the result is the same either way). Integer means truncate
+    toward zero. Gradients: sum/mean/prod the ordinary derivative (prod with zeros), max/min
+    split a segment's gradient evenly among the rows that tie.
+""" + _COMMON + """
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> src = Tensor(np.array([[1.0], [2.0], [6.0]], np.float32))
+        >>> ids = Tensor(np.array([0, 0, 2], np.int32))
+        >>> print(ms_scatter.segment_reduce(src, ids, 3, "mean", fill_value=-1.0))
+        [[ 1.5]
+         [-1. ]
+         [ 6. ]]
+"""
+segment_argmax.__doc__ = """
+    (values, arg): the max of each segment (as ``segment_reduce(..., "max", fill_value=0)``)
+    and, in `arg` (int64, the same shape), the row of `src` that won: the first in index order
+    among ties; a NaN wins; an empty segment's arg is E = src.shape[0]. `values` is
+    differentiable (ties split the gradient evenly); `arg` is not.
+""" + _COMMON + """
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> src = Tensor(np.array([[3.0], [5.0], [5.0]], np.float32))
+        >>> values, arg = ms_scatter.segment_argmax(src, Tensor(np.array([1, 1, 1], np.int32)), 2)
+        >>> print(arg)
+        [[3]
+         [1]]
+"""
+segment_argmin.__doc__ = """
+    (values, arg): the min of each segment (as ``segment_reduce(..., "min", fill_value=0)``)
+    and, in `arg` (int64, the same shape), the row of `src` that won: the first in index order
+    among ties; a NaN wins; an empty segment's arg is E = src.shape[0]. `values` is
+    differentiable (ties split the gradient evenly); `arg` is not.
+""" + _COMMON + """
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> src = Tensor(np.array([[3.0], [5.0], [3.0]], np.float32))
+        >>> values, arg = ms_scatter.segment_argmin(src, Tensor(np.array([1, 1, 1], np.int32)), 2)
+        >>> print(arg)
+        [[3]
+         [0]]
+"""
+segment_softmax.__doc__ = """
+    The softmax over the rows of each segment, per trailing element, shifted by the segment's
+    max (no overflow for logits of 1e4); the same shape and dtype as `src`; a row with a
+    negative id gives 0. Gradient: ``dx = y * (dy - segment_sum(y * dy))``.
+""" + _COMMON + """
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> src = Tensor(np.array([1e4, 1e4, 0.0], np.float32))
+        >>> print(ms_scatter.segment_softmax(src, Tensor(np.array([0, 0, 1], np.int32)), 2))
+        [0.5 0.5 1. ]
+"""
+
+CONTRACT_FUNCTIONS = {f.__name__: f for f in (segment_reduce, segment_argmax, segment_argmin, segment_softmax)}
+CONTRACT_PRIMITIVES = {c.__name__: c for c in (SegmentReduce, SegmentArgmax, SegmentArgmin, SegmentSoftmax)}

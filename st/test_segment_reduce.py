@@ -1,0 +1,223 @@
+"""The segment reductions of shared/SEGMENT_API.md section 2 (segment_reduce, segment_argmax /
+segment_argmin, segment_softmax and their primitives) against the numpy oracle in PYNATIVE and
+GRAPH: every value dtype, fill values, ties, NaN, empty segments, dropped rows; float64
+gradients against finite differences; dynamic E; errors."""
+import zlib
+
+import mindspore as ms
+import numpy as np
+import pytest
+from mindspore import Tensor, nn
+
+import ms_scatter
+from ms_scatter.infer import SEGMENT_REDUCES, VALUE_DTYPES
+from ms_scatter.reference import segment_arg_oracle, segment_reduce_oracle, segment_softmax_oracle
+from ms_scatter.testing import is_float, np_dtype
+
+from .helpers import assert_same
+
+N = 5
+
+
+def _seed(*parts):
+    return zlib.crc32("/".join(map(str, parts)).encode())
+
+
+def _case(rng, dtype, rows=9, rest=(3,), reduce="sum"):
+    npdt = np_dtype(dtype)
+    ids = rng.integers(-1, N - 1, size=rows)  # segment N - 1 always empty
+    ids[0] = 0
+    if is_float(npdt):
+        x = (rng.standard_normal((rows,) + rest) * (1 if reduce == "prod" else 4)).astype(np.float32).astype(npdt)
+        x.reshape(-1)[2] = x.reshape(-1)[0]
+    else:
+        x = rng.integers(1, 3 if reduce == "prod" else 9, size=(rows,) + rest).astype(npdt)
+    return x, ids
+
+
+class _Call(nn.Cell):
+    def __init__(self, fn, *args, **kwargs):
+        super().__init__()
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+
+    def construct(self, x, ids):
+        return self.fn(x, ids, N, *self.args, **self.kwargs)
+
+
+def _run(mode, fn, x, ids, *args, **kwargs):
+    if mode == "GRAPH":
+        return _Call(fn, *args, **kwargs)(Tensor(x), Tensor(ids))
+    return fn(Tensor(x), Tensor(ids), N, *args, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", VALUE_DTYPES)
+@pytest.mark.parametrize("reduce", SEGMENT_REDUCES)
+def test_segment_reduce_matches_the_oracle(mode, reduce, dtype):
+    rng = np.random.default_rng(_seed("reduce", reduce, dtype, mode))
+    x, ids = _case(rng, dtype, reduce=reduce)
+    for fill in (0, 3):
+        out = _run(mode, ms_scatter.segment_reduce, x, ids.astype(np.int32), reduce, fill_value=fill)
+        expected = segment_reduce_oracle(reduce, x, ids, N, fill)
+        if reduce == "mean" and is_float(np_dtype(dtype)) and dtype != "float64":
+            np.testing.assert_allclose(out.asnumpy().astype(np.float64), expected.astype(np.float64), rtol=1e-6)
+        else:
+            assert_same(out.asnumpy(), expected, f"segment_reduce {reduce} {dtype} fill {fill}")
+
+
+@pytest.mark.parametrize("reduce", SEGMENT_REDUCES)
+def test_segment_reduce_primitive(mode, reduce):
+    rng = np.random.default_rng(_seed("reduce-prim", reduce, mode))
+    x, ids = _case(rng, "float32", reduce=reduce)
+    prim = ms_scatter.SegmentReduce(reduce, fill_value=-2.0)
+    assert prim.infer_shape([9, 3], [9], N) == [N, 3]
+    out = _run(mode, prim, x, ids.astype(np.int64))
+    np.testing.assert_allclose(out.asnumpy(), segment_reduce_oracle(reduce, x, ids, N, -2.0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "uint8"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_segment_arg_matches_the_oracle(mode, kind, dtype):
+    rng = np.random.default_rng(_seed("arg", kind, dtype, mode))
+    x, ids = _case(rng, dtype)
+    if is_float(np_dtype(dtype)):
+        x[4, 1] = np.nan  # a NaN wins its segment's column
+    fn = ms_scatter.segment_argmax if kind == "max" else ms_scatter.segment_argmin
+    values, arg = _run(mode, fn, x, ids.astype(np.int32))
+    want_values, want_arg = segment_arg_oracle(kind, x, ids, N)
+    assert arg.dtype == ms.int64
+    assert_same(arg.asnumpy(), want_arg, f"segment_arg{kind} {dtype}: arg")
+    assert_same(values.asnumpy(), want_values, f"segment_arg{kind} {dtype}: values")
+    assert (want_arg[N - 1] == x.shape[0]).all()  # the empty segment's arg is E
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_segment_softmax_matches_the_oracle(mode, dtype):
+    rng = np.random.default_rng(_seed("softmax", dtype, mode))
+    x, ids = _case(rng, dtype, rest=(8,))
+    x = (x.astype(np.float32) * 1000).astype(np_dtype(dtype))  # logits near 1e4: no overflow
+    out = _run(mode, ms_scatter.segment_softmax, x, ids.astype(np.int32)).asnumpy().astype(np.float64)
+    tol = {"float64": 1e-12, "float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[dtype]
+    np.testing.assert_allclose(out, segment_softmax_oracle(x.astype(np.float64), ids, N), rtol=tol, atol=tol)
+    assert (out[ids < 0] == 0).all()
+
+
+def test_primitives_of_the_arg_and_softmax_forms(mode):
+    rng = np.random.default_rng(_seed("prims", mode))
+    x, ids = _case(rng, "float32")
+    values, arg = _run(mode, ms_scatter.SegmentArgmax(), x, ids.astype(np.int32))
+    assert_same(arg.asnumpy(), segment_arg_oracle("max", x, ids, N)[1])
+    out = _run(mode, ms_scatter.SegmentSoftmax(), x, ids.astype(np.int32))
+    np.testing.assert_allclose(out.asnumpy(), segment_softmax_oracle(x, ids, N), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ gradients
+
+class _Loss(nn.Cell):
+    def __init__(self, fn, weights, *args, **kwargs):
+        super().__init__()
+        self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.weights = Tensor(weights)
+
+    def construct(self, x, ids):
+        out = self.fn(x, ids, N, *self.args, **self.kwargs)
+        if isinstance(out, tuple):
+            out = out[0]
+        return (out * self.weights).sum()
+
+
+def _grad(mode, net, x, ids):
+    grad = ms.jit(ms.grad(net)) if mode == "GRAPH" else ms.grad(net)
+    return grad(Tensor(x), Tensor(ids)).asnumpy()
+
+
+def _numeric(loss, x, eps=1e-6):
+    grad = np.zeros_like(x)
+    for k in range(x.size):
+        plus, minus = x.copy(), x.copy()
+        plus.reshape(-1)[k] += eps
+        minus.reshape(-1)[k] -= eps
+        grad.reshape(-1)[k] = (loss(plus) - loss(minus)) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min"])
+def test_segment_reduce_gradient(mode, reduce):
+    rng = np.random.default_rng(_seed("reduce-grad", reduce, mode))
+    ids = np.array([0, 2, 0, -1, 2, 0], np.int32)
+    x = rng.standard_normal((6, 3))
+    if reduce == "prod":
+        x[0, 0] = 0.0
+    weights = rng.standard_normal((N, 3))
+    net = _Loss(ms_scatter.segment_reduce, weights, reduce, fill_value=0.5)
+    got = _grad(mode, net, x, ids)
+    want = _numeric(lambda v: float((segment_reduce_oracle(reduce, v, ids, N, 0.5) * weights).sum()), x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_segment_argmax_values_gradient_splits_ties(mode):
+    ids = np.array([0, 0, 1, 0], np.int32)
+    x = np.array([[2.0], [5.0], [1.0], [5.0]])
+    weights = np.arange(1, N + 1, dtype=np.float64).reshape(N, 1)
+    got = _grad(mode, _Loss(ms_scatter.segment_argmax, weights), x, ids)
+    assert_same(got, np.array([[0.0], [0.5], [2.0], [0.5]]))
+
+
+def test_segment_softmax_gradient(mode):
+    rng = np.random.default_rng(_seed("softmax-grad", mode))
+    ids = np.array([0, 2, 0, -1, 2, 0], np.int32)
+    x = rng.standard_normal((6, 2))
+    weights = rng.standard_normal((6, 2))
+    got = _grad(mode, _Loss(ms_scatter.segment_softmax, weights), x, ids)
+    want = _numeric(lambda v: float((segment_softmax_oracle(v, ids, N) * weights).sum()), x)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+# ------------------------------------------------------------------ shapes and errors
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+@pytest.mark.parametrize("fn", ["segment_reduce", "segment_softmax"])
+def test_dynamic_number_of_rows(mode, fn):
+    net = _Call(getattr(ms_scatter, fn), *(("mean",) if fn == "segment_reduce" else ()))
+    net.set_inputs(Tensor(shape=[None, 3], dtype=ms.float32), Tensor(shape=[None], dtype=ms.int32))
+    for rows in (6, 11):
+        x, ids = _case(np.random.default_rng(_seed("dyn", fn, rows)), "float32", rows=rows)
+        out = net(Tensor(x), Tensor(ids.astype(np.int32))).asnumpy()
+        want = (segment_reduce_oracle("mean", x, ids, N) if fn == "segment_reduce"
+                else segment_softmax_oracle(x, ids, N))
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)  # float32 exp
+
+
+@pytest.mark.parametrize("call,error,match", [
+    (lambda x, i: ms_scatter.segment_reduce(x, i, N, "median"), ValueError, "'reduce' must be one of sum, mean"),
+    (lambda x, i: ms_scatter.segment_softmax(x, i.reshape(3, 2), N), ValueError, "'segment_ids' must be 1-D"),
+    (lambda x, i: ms_scatter.segment_argmax(x, i, 0), ValueError, "'num_segments' must be greater than 0"),
+])
+def test_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call(Tensor(np.ones((6, 2), np.float32)), Tensor(np.zeros(6, np.int32)))
+
+
+def test_an_id_out_of_range_is_an_error_before_anything_is_computed():
+    with pytest.raises(ms_scatter.ScatterIndexError, match="'segment_ids' must be < num_segments"):
+        ms_scatter.segment_softmax(Tensor(np.ones((3, 2), np.float32)), Tensor(np.array([0, 5, 1], np.int32)), N)
+
+
+def test_primitive_refuses_an_unknown_reduce():
+    with pytest.raises(ValueError, match="'reduce' must be one of"):
+        ms_scatter.SegmentReduce("median")
+
+
+SEGMENT_CALLABLES = sorted(set(ms_scatter.__all__) - set(ms_scatter.primitives.PRIMITIVES)
+                           - set(ms_scatter.primitives.FUNCTIONS))
+
+
+@pytest.mark.parametrize("name", [n for n in SEGMENT_CALLABLES if n.lower().startswith(("segment", "unsorted"))])
+def test_docstring_examples_print_what_they_show(name):
+    import doctest  # pylint: disable=import-outside-toplevel
+    obj = getattr(ms_scatter, name)
+    tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs={})
+    assert tests and any(t.examples for t in tests) or name[0].isupper(), f"{name} has no example"
+    runner = doctest.DocTestRunner(optionflags=0)
+    for test in tests:
+        runner.run(test)
+    assert runner.summarize(verbose=False).failed == 0, name
