@@ -11,6 +11,7 @@ sum pass for the softmax. Gradients follow from the kernels' own (sum, prod with
 ties split evenly): mean's is the sum's divided by the count; softmax's is
 ``y * (dy - segment_sum(y * dy))``. float16 and bfloat16 are computed in float32.
 """
+import numpy as np
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
@@ -18,13 +19,21 @@ from mindspore.ops.primitive import Primitive
 
 from . import infer
 from ._docs import PLATFORMS
+from .primitives import FUNCTIONS
 from .segment import SEGMENT_FUNCTIONS, _num_segments_in_graph
 
 _SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
 _PROD = SEGMENT_FUNCTIONS["unsorted_segment_prod"]
 _MAX = SEGMENT_FUNCTIONS["unsorted_segment_max"]
 _MIN = SEGMENT_FUNCTIONS["unsorted_segment_min"]
+_DIV = FUNCTIONS["tensor_scatter_div"]
 _HALF = (mstype.float16, mstype.bfloat16)
+
+
+@constexpr
+def _row_vectors(num_segments):
+    """The index vectors [[0], [1], ..., [num_segments - 1]]: every row of an (N, ...) tensor."""
+    return Tensor(np.arange(num_segments, dtype=np.int32).reshape(-1, 1))
 
 
 @constexpr
@@ -97,8 +106,8 @@ def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0
         denominator = ops.cast(_per_segment(ops.maximum(counts, ops.ones_like(counts)), out), out.dtype)
         if _is_float(out.dtype):
             out = out / denominator
-        else:
-            out = ops.div(out, denominator, rounding_mode="trunc")  # integers: toward zero, as the family's Div
+        else:  # integers: toward zero, by the family's own Div kernel (every integer dtype, exact)
+            out = _DIV(out, _row_vectors(n), ops.broadcast_to(denominator, out.shape))
         out = ops.cast(out, dtype)
     return _filled_where_empty(out, counts, fill_value)
 
