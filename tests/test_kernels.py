@@ -11,6 +11,7 @@
 import ctypes
 import math
 import threading
+import zlib
 
 import numpy as np
 import pytest
@@ -628,3 +629,51 @@ def test_arithmetic_refuses_copy_dtypes(op, output, dtype, rng_for):
     rc, x_after, _ = call_kernel(op, x, indices, updates, output)
     assert rc != 0, f"{op} {dtype}: accepted"
     assert x_after.tobytes() == x0.tobytes()
+
+
+# ------------------------------------------------------------------ the segment entries
+
+def _segment_fill(record, dtype):
+    if record.fill in ("zero", "one"):
+        return 0 if record.fill == "zero" else 1
+    if np.dtype(dtype) == np_dtype("bfloat16"):
+        big = np.float32(3.3895313892515355e38)
+        return -big if record.fill == "lowest" else big
+    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
+    return info.min if record.fill == "lowest" else info.max
+
+
+@pytest.mark.parametrize("index_dtype", infer.INDEX_DTYPES)
+@pytest.mark.parametrize("dtype", infer.VALUE_DTYPES)
+@pytest.mark.parametrize("record", tuple(infer.SEGMENT_OPERATORS.values()), ids=lambda r: r.name)
+def test_segment_entry_matches_oracle(record, dtype, index_dtype, bits_equal):
+    """UnsortedSegment<S> (IndexMode::kSegment): the rows of x into a filled output, negative
+    ids dropped, in index order; small and large (threaded) calls; ids of rank 1 and 2."""
+    from ms_scatter.reference import segment_oracle  # pylint: disable=import-outside-toplevel
+    npdt = np_dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(f"{record.name}/{dtype}/{index_dtype}".encode()))
+    for ids_shape, rest, segments in (((9,), (3,), 4), ((4, 3), (2,), 5), ((6000,), (16,), 37), ((5,), (), 3)):
+        ids = rng.integers(-2, segments, size=ids_shape).astype(index_dtype)
+        if np.issubdtype(npdt, np.integer):
+            x = rng.integers(1, 3 if record.reduction == "Mul" else 50, size=ids_shape + rest).astype(npdt)
+        else:
+            x = (rng.standard_normal(ids_shape + rest) * (0.01 if record.reduction == "Mul" else 3)).astype(
+                np.float32).astype(npdt)
+        fill = _segment_fill(record, npdt)
+        init = np.full((segments,) + rest, fill, np.float32 if npdt == np_dtype("bfloat16") else npdt).astype(npdt)
+        rc, init_after, out = call_kernel(record.name, init, ids, x, "tensor")
+        assert rc == 0, ms_scatter.last_error()[1]
+        with np.errstate(over="ignore", under="ignore"):
+            expected = segment_oracle(record.reduction, x, ids, segments, fill)
+        bits_equal(out, expected, f"{record.name} {dtype} ids {ids_shape}")
+        assert init_after.tobytes() == init.tobytes(), "the entry wrote its input"
+
+
+@pytest.mark.parametrize("record", tuple(infer.SEGMENT_OPERATORS.values()), ids=lambda r: r.name)
+def test_segment_entry_refuses_an_id_past_the_segments(record):
+    init = np.zeros((3, 2), np.float32)
+    ids = np.array([0, -1, 3, 1], np.int32)
+    rc, _, out = call_kernel(record.name, init, ids, np.ones((4, 2), np.float32), "tensor")
+    assert rc == 2 and not out.any(), "an error before anything is written"
+    assert (f"For '{record.name}', each value of 'segment_ids' must be < num_segments (3) (a negative id drops "
+            f"its row), but got 3 at position (2,) of 'segment_ids' (shape (4,)).") == ms_scatter.last_error()[1]
