@@ -150,8 +150,10 @@ def _our_rule(prim, axis_size):
 @vmap_rules_getters.register(_PRIM_NAME)
 def get_custom_vmap_rule(prim, axis_size):
     """ms_scatter's kernels get their rule; any other Custom op the previous one (or None)."""
-    if isinstance(prim, ScatterKernel):
+    if isinstance(prim, ScatterKernel) and prim.op_name in infer.OPERATORS:
         return _our_rule(prim, axis_size)
+    if isinstance(prim, ScatterKernel):
+        return None  # the segment kernels: MindSpore's general loop-and-stack rule runs them per batch element
     if _previous_getter is not None:
         return _previous_getter(prim, axis_size)
     return None

@@ -61,13 +61,21 @@ def _plan(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
 
 
 def _num_segments(op, num_segments):
-    """num_segments as an int: an int, or a 0-d integer Tensor (PYNATIVE, or a constant)."""
+    """num_segments as an int: an int, or a one-element integer Tensor (as MindSpore takes it:
+    0-d or of shape (1,)) whose value is known: in PYNATIVE, or a constant in a graph."""
     if isinstance(num_segments, Tensor):
-        if num_segments.ndim != 0 or num_segments.dtype not in (mstype.int32, mstype.int64):
-            raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a 0-d int32/int64 Tensor, but "
-                                                f"got a Tensor of shape {tuple(num_segments.shape)} and dtype "
-                                                f"{num_segments.dtype}.")
-        return int(num_segments.asnumpy())
+        if num_segments.size != 1 or num_segments.dtype not in (mstype.int32, mstype.int64):
+            raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a one-element int32/int64 "
+                                                f"Tensor, but got a Tensor of shape {tuple(num_segments.shape)} "
+                                                f"and dtype {num_segments.dtype}.")
+        value = int(num_segments.asnumpy().reshape(()))
+        if value <= 0:
+            # (a Tensor that is an input of a graph reaches the compiler as a placeholder of value 0)
+            raise infer.op_error(ValueError, op, f"'num_segments' must be greater than 0, but got {value}; in a "
+                                                 f"graph it must be known when the graph compiles (an int, or a "
+                                                 f"constant Tensor): a Tensor passed as an input of the graph has "
+                                                 f"no value then.")
+        return value
     return num_segments
 
 

@@ -274,3 +274,45 @@ def test_dynamic_trailing_dimensions_are_refused(mode):
     net.set_inputs(Tensor(shape=[None, None], dtype=ms.float32), Tensor(shape=[None], dtype=ms.int32))
     with pytest.raises(ValueError, match=r"the output's trailing shape\) must be known when the graph compiles"):
         net(Tensor(np.ones((3, 2), np.float32)), Tensor(np.zeros(3, np.int32)))
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS)
+def test_vmap_loops_over_the_batch(mode, fn):
+    """No batching rule of their own yet: MindSpore's general loop-and-stack rule runs our
+    kernel once per batch element (MindSpore's own test_vmap pattern)."""
+    record = next(r for r in RECORDS if r.function == fn)
+    rng = np.random.default_rng(_seed("vmap", fn, mode))
+    xs = np.stack([_case(rng, record, "float32", (6,))[0] for _ in range(3)])
+    ids = np.stack([rng.integers(-1, 4, 6) for _ in range(3)]).astype(np.int32)
+    op = getattr(ms_scatter, fn)
+
+    def per_batch(x, i):
+        return op(x, i, 4)
+
+    if mode == "GRAPH":
+        out = ms.jit(ms.vmap(per_batch, (0, 0), 0))(Tensor(xs), Tensor(ids))
+    else:
+        out = ms.vmap(per_batch, (0, 0), 0)(Tensor(xs), Tensor(ids))
+    expected = np.stack([segment_oracle(record.reduction, xs[b], ids[b], 4, _fill(record, np.float32))
+                         for b in range(3)])
+    assert_same(out.asnumpy(), expected)
+
+
+def test_num_segments_as_a_one_element_tensor():
+    x, ids = Tensor(np.ones((3, 2), np.float32)), Tensor(np.array([0, 1, 1], np.int32))
+    for n in (Tensor(2, ms.int32), Tensor([2], ms.int64)):
+        assert_same(ms_scatter.unsorted_segment_sum(x, ids, n).asnumpy(), np.array([[1, 1], [2, 2]], np.float32))
+    with pytest.raises(TypeError, match="'num_segments' must be an int or a one-element int32/int64 Tensor"):
+        ms_scatter.unsorted_segment_sum(x, ids, Tensor([2, 3], ms.int32))
+
+
+class _TensorCount(nn.Cell):
+    def construct(self, x, ids, n):
+        return ms_scatter.unsorted_segment_sum(x, ids, n)
+
+
+@pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
+def test_a_graph_input_num_segments_says_it_must_be_known_at_compile_time(mode):
+    with pytest.raises(ValueError, match="in a graph it must be known when the graph compiles"):
+        _TensorCount()(Tensor(np.ones((3, 2), np.float32)), Tensor(np.array([0, 1, 1], np.int32)),
+                       Tensor(2, ms.int32))
