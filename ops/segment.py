@@ -53,11 +53,19 @@ def _plan(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
     name = infer.segment_dtype(op, x_dtype, ids_dtype)
     x_shape, ids_shape = _known_or_unknown(x_shape), _known_or_unknown(ids_shape)
     shape = infer.segment_shape(op, x_shape, ids_shape, num_segments)
-    if any(d < 0 for d in shape):
-        raise infer.op_error(ValueError, op, f"input_x.shape[segment_ids.ndim:] (the output's trailing shape) must "
-                                             f"be known when the graph compiles (dynamic leading dimensions are "
-                                             f"fine), but got input_x {x_shape} and segment_ids {ids_shape}.")
+    if shape == (-2,):
+        raise infer.op_error(ValueError, op, f"the ranks of 'input_x' and 'segment_ids' must be known when the graph "
+                                             f"compiles, but got input_x {x_shape} and segment_ids {ids_shape}.")
     return shape, Tensor(_fill_value(fill, name), mstype.float32 if name == "bfloat16" else x_dtype)
+
+
+@constexpr
+def _dynamic_fill_plan(shape, ids_rank):
+    """None when the output shape is known; else ((num_segments,) as a Tensor, the rank of
+    segment_ids): the output's shape is then num_segments + input_x's runtime shape past it."""
+    if all(d >= 0 for d in shape):
+        return None
+    return Tensor([shape[0]], mstype.int64), ids_rank
 
 
 def _num_segments(op, num_segments):
@@ -82,9 +90,16 @@ def _num_segments(op, num_segments):
 _num_segments_in_graph = constexpr(_num_segments)
 
 
-def _filled(shape, value, dtype):
-    """A tensor of `shape` filled with the 0-d Tensor `value`, of `dtype`."""
-    out = ops.broadcast_to(value, shape)
+def _filled(shape, value, dtype, input_x, ids_rank):
+    """A tensor of `shape` filled with the 0-d Tensor `value`, of `dtype`. Trailing dims unknown
+    when the graph compiles (dynamic shapes): taken from input_x's shape at run time."""
+    dynamic = _dynamic_fill_plan(shape, ids_rank)
+    if dynamic is None:
+        out = ops.broadcast_to(value, shape)
+    else:
+        rows, ids_rank = dynamic
+        size = ops.concat((ops.cast(rows, mstype.int64), ops.dyn_shape(input_x)[ids_rank:]))
+        out = ops.zeros(size, value.dtype) + value
     return out if value.dtype == dtype else ops.cast(out, dtype)
 
 
@@ -143,7 +158,7 @@ def _make(record):
     def function(input_x, segment_ids, num_segments):
         shape, value = _plan(op, input_x.shape, segment_ids.shape, _num_segments_in_graph(op, num_segments),
                              input_x.dtype, segment_ids.dtype, fill)
-        return kernel(_filled(shape, value, input_x.dtype), segment_ids, input_x)
+        return kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
 
     function.__name__ = function.__qualname__ = record.function
     function.__doc__ = _function_doc(record)

@@ -58,14 +58,15 @@ def _run(mode, fn, x, ids, num_segments):
 def _case(rng, record, dtype, ids_shape, rest=(3,), num_segments=5):
     npdt = np_dtype(dtype)
     ids = rng.integers(-2, num_segments, size=ids_shape)
-    ids[tuple(0 for _ in ids_shape)] = num_segments - 1  # the last segment used at least once
+    if ids.size:
+        ids[tuple(0 for _ in ids_shape)] = num_segments - 1  # the last segment used at least once
     shape = tuple(ids_shape) + tuple(rest)
     if np.issubdtype(npdt, np.integer):
         low, high = (1, 3) if record.reduction == "Mul" else (-5 if np.issubdtype(npdt, np.signedinteger) else 0, 9)
         x = rng.integers(low, high, size=shape).astype(npdt)
     else:
         x = (rng.standard_normal(shape) * (1 if record.reduction == "Mul" else 4)).astype(np.float32).astype(npdt)
-        if record.reduction in ("Max", "Min"):
+        if record.reduction in ("Max", "Min") and x.size > 1:
             x.reshape(-1)[1] = x.reshape(-1)[0]  # a tie
     return x, ids
 
@@ -269,11 +270,27 @@ def test_dynamic_leading_dimensions(mode, fn):
 
 
 @pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
-def test_dynamic_trailing_dimensions_are_refused(mode):
-    net = _Dynamic(ms_scatter.unsorted_segment_sum)
-    net.set_inputs(Tensor(shape=[None, None], dtype=ms.float32), Tensor(shape=[None], dtype=ms.int32))
-    with pytest.raises(ValueError, match=r"the output's trailing shape\) must be known when the graph compiles"):
-        net(Tensor(np.ones((3, 2), np.float32)), Tensor(np.zeros(3, np.int32)))
+@pytest.mark.parametrize("fn", FUNCTIONS)
+def test_dynamic_trailing_dimensions_and_no_rows(mode, fn):
+    """Every dimension unknown when the graph compiles, and calls without a single row: the
+    output takes its trailing shape from input_x at run time and holds the fill."""
+    record = next(r for r in RECORDS if r.function == fn)
+    net = _Dynamic(getattr(ms_scatter, fn))
+    net.set_inputs(Tensor(shape=[None, None], dtype=ms.float64), Tensor(shape=[None], dtype=ms.int32))
+    for rows, width in ((5, 3), (0, 2), (9, 1)):
+        rng = np.random.default_rng(_seed("dynamic-trailing", fn, rows))
+        x, ids = _case(rng, record, "float64", (rows,), rest=(width,), num_segments=4)
+        out = net(Tensor(x), Tensor(ids.astype(np.int32)))
+        assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 4, _fill(record, np.float64)),
+                    f"{fn}: {rows} rows of {width}")
+
+
+@pytest.mark.parametrize("fn", FUNCTIONS)
+def test_no_rows_gives_the_fill(mode, fn):
+    record = next(r for r in RECORDS if r.function == fn)
+    x, ids = np.zeros((0, 3), np.float32), np.zeros((0,), np.int32)
+    out = _run(mode, getattr(ms_scatter, fn), Tensor(x), Tensor(ids), 2)
+    assert_same(out.asnumpy(), np.full((2, 3), _fill(record, np.float32), np.float32))
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS)
