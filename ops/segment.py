@@ -71,6 +71,10 @@ def _dynamic_fill_plan(shape, ids_rank):
 def _num_segments(op, num_segments):
     """num_segments as an int: an int, or a one-element integer Tensor (as MindSpore takes it:
     0-d or of shape (1,)) whose value is known: in PYNATIVE, or a constant in a graph."""
+    if num_segments is None:  # MindSpore 2.7-2.8: a graph input reaches the compiler without a value
+        raise infer.op_error(ValueError, op, "'num_segments' must be known when the graph compiles (an int, or a "
+                                             "constant Tensor): a Tensor passed as an input of the graph has no "
+                                             "value then.")
     if isinstance(num_segments, Tensor):
         if num_segments.size != 1 or num_segments.dtype not in (mstype.int32, mstype.int64):
             raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a one-element int32/int64 "
