@@ -270,8 +270,8 @@ segment_reduce.__doc__ = """
          [-1. ]
          [ 6. ]]
 """
-segment_argmax.__doc__ = """
-    (values, arg): the max of each segment (as ``segment_reduce(..., "max", fill_value=0)``)
+_ARG_DOC = """
+    (values, arg): the {kind} of each segment (as ``segment_reduce(..., "{kind}", fill_value=0)``)
     and, in `arg` (int64, the same shape), the row of `src` that won: the first in index order
     among ties; a NaN wins; an empty segment's arg is E = src.shape[0]. `values` is
     differentiable (ties split the gradient evenly); `arg` is not.
@@ -280,28 +280,14 @@ segment_argmax.__doc__ = """
         >>> import numpy as np
         >>> from mindspore import Tensor
         >>> import ms_scatter
-        >>> src = Tensor(np.array([[3.0], [5.0], [5.0]], np.float32))
-        >>> values, arg = ms_scatter.segment_argmax(src, Tensor(np.array([1, 1, 1], np.int32)), 2)
+        >>> src = Tensor(np.array([[3.0], [5.0], [{third}]], np.float32))
+        >>> values, arg = ms_scatter.segment_arg{kind}(src, Tensor(np.array([1, 1, 1], np.int32)), 2)
         >>> print(arg)
         [[3]
-         [1]]
+         [{winner}]]
 """
-segment_argmin.__doc__ = """
-    (values, arg): the min of each segment (as ``segment_reduce(..., "min", fill_value=0)``)
-    and, in `arg` (int64, the same shape), the row of `src` that won: the first in index order
-    among ties; a NaN wins; an empty segment's arg is E = src.shape[0]. `values` is
-    differentiable (ties split the gradient evenly); `arg` is not.
-""" + _COMMON + """
-    Examples:
-        >>> import numpy as np
-        >>> from mindspore import Tensor
-        >>> import ms_scatter
-        >>> src = Tensor(np.array([[3.0], [5.0], [3.0]], np.float32))
-        >>> values, arg = ms_scatter.segment_argmin(src, Tensor(np.array([1, 1, 1], np.int32)), 2)
-        >>> print(arg)
-        [[3]
-         [0]]
-"""
+segment_argmax.__doc__ = _ARG_DOC.format(kind="max", third="5.0", winner=1)
+segment_argmin.__doc__ = _ARG_DOC.format(kind="min", third="3.0", winner=0)
 segment_softmax.__doc__ = """
     The softmax over the rows of each segment, per trailing element, shifted by the segment's
     max (no overflow for logits of 1e4); the same shape and dtype as `src`; a row with a

@@ -189,3 +189,14 @@ def call_in_mode(mode, fn, op, target, indices, updates):
     if mode == "JIT":
         return jit_of(fn)(target, i, u)
     return fn(target, i, u)
+
+
+def numeric_gradient(loss, x, eps=1e-6):
+    """Central finite differences of the float `loss(x)` at every element of float64 `x`."""
+    grad = np.zeros_like(x)
+    for k in range(x.size):
+        plus, minus = x.copy(), x.copy()
+        plus.reshape(-1)[k] += eps
+        minus.reshape(-1)[k] -= eps
+        grad.reshape(-1)[k] = (loss(plus) - loss(minus)) / (2 * eps)
+    return grad

@@ -17,7 +17,7 @@ from ms_scatter.infer import SEGMENT_OPERATORS, VALUE_DTYPES
 from ms_scatter.reference import OracleIndexError, segment_oracle
 from ms_scatter.testing import np_dtype
 
-from .helpers import assert_same
+from .helpers import assert_same, numeric_gradient
 
 RECORDS = list(SEGMENT_OPERATORS.values())
 FUNCTIONS = [r.function for r in RECORDS]
@@ -172,13 +172,7 @@ def _numeric_grad(record, x, ids, weights, eps=1e-6):
         out = segment_oracle(record.reduction, v, ids, 4, fill)
         out = np.where(np.isfinite(out), out, 0.0)  # empty max/min segments: no gradient
         return float((out * weights).sum())
-    grad = np.zeros_like(x)
-    for k in range(x.size):
-        plus, minus = x.copy(), x.copy()
-        plus.reshape(-1)[k] += eps
-        minus.reshape(-1)[k] -= eps
-        grad.reshape(-1)[k] = (loss(plus) - loss(minus)) / (2 * eps)
-    return grad
+    return numeric_gradient(loss, x, eps)
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)

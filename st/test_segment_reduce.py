@@ -14,7 +14,7 @@ from ms_scatter.infer import SEGMENT_REDUCES, VALUE_DTYPES
 from ms_scatter.reference import segment_arg_oracle, segment_reduce_oracle, segment_softmax_oracle
 from ms_scatter.testing import is_float, np_dtype
 
-from .helpers import assert_same
+from .helpers import assert_same, numeric_gradient
 
 N = 5
 
@@ -130,16 +130,6 @@ def _grad(mode, net, x, ids):
     return grad(Tensor(x), Tensor(ids)).asnumpy()
 
 
-def _numeric(loss, x, eps=1e-6):
-    grad = np.zeros_like(x)
-    for k in range(x.size):
-        plus, minus = x.copy(), x.copy()
-        plus.reshape(-1)[k] += eps
-        minus.reshape(-1)[k] -= eps
-        grad.reshape(-1)[k] = (loss(plus) - loss(minus)) / (2 * eps)
-    return grad
-
-
 @pytest.mark.parametrize("reduce", ["sum", "mean", "prod", "max", "min"])
 def test_segment_reduce_gradient(mode, reduce):
     rng = np.random.default_rng(_seed("reduce-grad", reduce, mode))
@@ -150,7 +140,7 @@ def test_segment_reduce_gradient(mode, reduce):
     weights = rng.standard_normal((N, 3))
     net = _Loss(ms_scatter.segment_reduce, weights, reduce, fill_value=0.5)
     got = _grad(mode, net, x, ids)
-    want = _numeric(lambda v: float((segment_reduce_oracle(reduce, v, ids, N, 0.5) * weights).sum()), x)
+    want = numeric_gradient(lambda v: float((segment_reduce_oracle(reduce, v, ids, N, 0.5) * weights).sum()), x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
@@ -168,7 +158,7 @@ def test_segment_softmax_gradient(mode):
     x = rng.standard_normal((6, 2))
     weights = rng.standard_normal((6, 2))
     got = _grad(mode, _Loss(ms_scatter.segment_softmax, weights), x, ids)
-    want = _numeric(lambda v: float((segment_softmax_oracle(v, ids, N) * weights).sum()), x)
+    want = numeric_gradient(lambda v: float((segment_softmax_oracle(v, ids, N) * weights).sum()), x)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
 
 
