@@ -108,6 +108,18 @@ def oracle(op, x, indices, updates):
     return work.astype(x.dtype)
 
 
+def segment_fill(fill, dtype):
+    """The oracle's value of an empty segment for a record's fill ("zero", "one", "lowest",
+    "highest") and a numpy dtype, written out apart from ms_scatter.segment's own."""
+    if fill in ("zero", "one"):
+        return 0 if fill == "zero" else 1
+    if np.dtype(dtype) == np_dtype("bfloat16"):
+        big = np.float32(3.3895313892515355e38)  # bfloat16's largest finite value, 0x7f7f
+        return -big if fill == "lowest" else big
+    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
+    return info.min if fill == "lowest" else info.max
+
+
 def segment_oracle(reduction, x, segment_ids, num_segments, fill):
     """unsorted_segment_* on numpy arrays: the rows of `x` (leading dims = segment_ids.shape)
     reduced per segment in index order (16-bit floats in float32, rounded once), negative ids

@@ -14,7 +14,7 @@ from mindspore import Tensor, nn, ops
 
 import ms_scatter
 from ms_scatter.infer import SEGMENT_OPERATORS, VALUE_DTYPES
-from ms_scatter.reference import OracleIndexError, segment_oracle
+from ms_scatter.reference import OracleIndexError, segment_fill, segment_oracle
 from ms_scatter.testing import np_dtype
 
 from .helpers import assert_same, numeric_gradient
@@ -25,18 +25,6 @@ FUNCTIONS = [r.function for r in RECORDS]
 
 def _seed(*parts):
     return zlib.crc32("/".join(map(str, parts)).encode())
-
-
-def _fill(record, dtype):
-    """The value of an empty segment, written out independently of the package."""
-    if record.fill in ("zero", "one"):
-        return 0 if record.fill == "zero" else 1
-    if np.dtype(dtype) == np_dtype("bfloat16"):
-        big = np.float32(3.3895313892515355e38)  # bfloat16's largest finite value, 0x7f7f
-    else:
-        info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
-        return info.min if record.fill == "lowest" else info.max
-    return -big if record.fill == "lowest" else big
 
 
 class _Call(nn.Cell):
@@ -79,7 +67,7 @@ def test_matches_the_oracle(mode, record, dtype, index_dtype):
     for ids_shape, rest in (((7,), (3,)), ((3, 2), (2,)), ((6,), ())):
         x, ids = _case(rng, record, dtype, ids_shape, rest)
         ids = ids.astype(index_dtype)
-        expected = segment_oracle(record.reduction, x, ids, 5, _fill(record, np_dtype(dtype)))
+        expected = segment_oracle(record.reduction, x, ids, 5, segment_fill(record.fill, np_dtype(dtype)))
         out = _run(mode, getattr(ms_scatter, record.function), Tensor(x), Tensor(ids), 5)
         assert out.shape == (5,) + tuple(rest)
         assert_same(out.asnumpy(), expected, f"{record.function} {dtype} ids {ids_shape}")
@@ -95,7 +83,7 @@ def test_primitive_and_its_inference(mode, record):
     assert prim.infer_dtype(ms.float32, ms.int32) == ms.float32
     before = ms_scatter.call_counts().get(record.name, 0)
     out = _run(mode, prim, Tensor(x), Tensor(ids.astype(np.int32)), 5)
-    assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 5, _fill(record, np.float32)))
+    assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 5, segment_fill(record.fill, np.float32)))
     assert ms_scatter.call_counts().get(record.name, 0) == before + 1, "ms_scatter's kernel ran"
 
 
@@ -109,7 +97,7 @@ def test_under_jit_and_with_a_tensor_num_segments(fn):
     def step(x, ids):
         return getattr(ms_scatter, fn)(x, ids, 5) * 1
 
-    expected = segment_oracle(record.reduction, x, ids, 5, _fill(record, np.float32))
+    expected = segment_oracle(record.reduction, x, ids, 5, segment_fill(record.fill, np.float32))
     assert_same(step(Tensor(x), Tensor(ids.astype(np.int32))).asnumpy(), expected)
     out = getattr(ms_scatter, fn)(Tensor(x), Tensor(ids.astype(np.int32)), Tensor(5, ms.int32))
     assert_same(out.asnumpy(), expected)
@@ -166,7 +154,7 @@ class _Loss(nn.Cell):
 
 
 def _numeric_grad(record, x, ids, weights, eps=1e-6):
-    fill = _fill(record, np.float64)
+    fill = segment_fill(record.fill, np.float64)
 
     def loss(v):
         out = segment_oracle(record.reduction, v, ids, 4, fill)
@@ -193,7 +181,7 @@ def test_gradient_matches_finite_differences(mode, record):
         # ties split evenly: a tie is no differentiable point, so the rule is checked by hand
         x[5] = x[0]  # rows 0 and 5 tie in segment 0
         grad = (ms.jit(ms.grad(net)) if mode == "GRAPH" else ms.grad(net))(Tensor(x), Tensor(ids)).asnumpy()
-        out = segment_oracle(record.reduction, x, ids, 4, _fill(record, np.float64))
+        out = segment_oracle(record.reduction, x, ids, 4, segment_fill(record.fill, np.float64))
         won = (x == out[np.maximum(ids, 0)]) & (ids >= 0)[:, None]
         counts = np.zeros((4, 3))
         np.add.at(counts, ids[ids >= 0], won[ids >= 0])
@@ -260,7 +248,7 @@ def test_dynamic_leading_dimensions(mode, fn):
         rng = np.random.default_rng(_seed("dynamic", fn, rows))
         x, ids = _case(rng, record, "float32", (rows,), num_segments=4)
         out = net(Tensor(x), Tensor(ids.astype(np.int32)))
-        assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 4, _fill(record, np.float32)))
+        assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 4, segment_fill(record.fill, np.float32)))
 
 
 @pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
@@ -275,7 +263,7 @@ def test_dynamic_trailing_dimensions_and_no_rows(mode, fn):
         rng = np.random.default_rng(_seed("dynamic-trailing", fn, rows))
         x, ids = _case(rng, record, "float64", (rows,), rest=(width,), num_segments=4)
         out = net(Tensor(x), Tensor(ids.astype(np.int32)))
-        assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 4, _fill(record, np.float64)),
+        assert_same(out.asnumpy(), segment_oracle(record.reduction, x, ids, 4, segment_fill(record.fill, np.float64)),
                     f"{fn}: {rows} rows of {width}")
 
 
@@ -284,7 +272,7 @@ def test_no_rows_gives_the_fill(mode, fn):
     record = next(r for r in RECORDS if r.function == fn)
     x, ids = np.zeros((0, 3), np.float32), np.zeros((0,), np.int32)
     out = _run(mode, getattr(ms_scatter, fn), Tensor(x), Tensor(ids), 2)
-    assert_same(out.asnumpy(), np.full((2, 3), _fill(record, np.float32), np.float32))
+    assert_same(out.asnumpy(), np.full((2, 3), segment_fill(record.fill, np.float32), np.float32))
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS)
@@ -304,7 +292,7 @@ def test_vmap_loops_over_the_batch(mode, fn):
         out = ms.jit(ms.vmap(per_batch, (0, 0), 0))(Tensor(xs), Tensor(ids))
     else:
         out = ms.vmap(per_batch, (0, 0), 0)(Tensor(xs), Tensor(ids))
-    expected = np.stack([segment_oracle(record.reduction, xs[b], ids[b], 4, _fill(record, np.float32))
+    expected = np.stack([segment_oracle(record.reduction, xs[b], ids[b], 4, segment_fill(record.fill, np.float32))
                          for b in range(3)])
     assert_same(out.asnumpy(), expected)
 

@@ -633,23 +633,13 @@ def test_arithmetic_refuses_copy_dtypes(op, output, dtype, rng_for):
 
 # ------------------------------------------------------------------ the segment entries
 
-def _segment_fill(record, dtype):
-    if record.fill in ("zero", "one"):
-        return 0 if record.fill == "zero" else 1
-    if np.dtype(dtype) == np_dtype("bfloat16"):
-        big = np.float32(3.3895313892515355e38)
-        return -big if record.fill == "lowest" else big
-    info = np.iinfo(dtype) if np.issubdtype(dtype, np.integer) else np.finfo(dtype)
-    return info.min if record.fill == "lowest" else info.max
-
-
 @pytest.mark.parametrize("index_dtype", infer.INDEX_DTYPES)
 @pytest.mark.parametrize("dtype", infer.VALUE_DTYPES)
 @pytest.mark.parametrize("record", tuple(infer.SEGMENT_OPERATORS.values()), ids=lambda r: r.name)
 def test_segment_entry_matches_oracle(record, dtype, index_dtype, bits_equal):
     """UnsortedSegment<S> (IndexMode::kSegment): the rows of x into a filled output, negative
     ids dropped, in index order; small and large (threaded) calls; ids of rank 1 and 2."""
-    from ms_scatter.reference import segment_oracle  # pylint: disable=import-outside-toplevel
+    from ms_scatter.reference import segment_fill, segment_oracle  # pylint: disable=import-outside-toplevel
     npdt = np_dtype(dtype)
     rng = np.random.default_rng(zlib.crc32(f"{record.name}/{dtype}/{index_dtype}".encode()))
     for ids_shape, rest, segments in (((9,), (3,), 4), ((4, 3), (2,), 5), ((6000,), (16,), 37), ((5,), (), 3)):
@@ -659,7 +649,7 @@ def test_segment_entry_matches_oracle(record, dtype, index_dtype, bits_equal):
         else:
             x = (rng.standard_normal(ids_shape + rest) * (0.01 if record.reduction == "Mul" else 3)).astype(
                 np.float32).astype(npdt)
-        fill = _segment_fill(record, npdt)
+        fill = segment_fill(record.fill, npdt)
         init = np.full((segments,) + rest, fill, np.float32 if npdt == np_dtype("bfloat16") else npdt).astype(npdt)
         rc, init_after, out = call_kernel(record.name, init, ids, x, "tensor")
         assert rc == 0, ms_scatter.last_error()[1]
