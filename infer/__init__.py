@@ -114,6 +114,14 @@ SEGMENT_OPERATORS = {r.name: r for r in (
     SegmentOperator("UnsortedSegmentMin", "unsorted_segment_min", "Min", "highest"))}
 
 
+# MindSpore's scatter_nd: TensorScatterAdd into the zeros of `shape`, under its own name
+# (kernels: entry ScatterNd).
+SCATTER_ND = "ScatterNd"
+
+# The operators whose kernel is one out-of-place entry point of their own name.
+OWN_ENTRY_OPERATORS = tuple(SEGMENT_OPERATORS) + (SCATTER_ND,)
+
+
 def segment_shape(op, x_shape, ids_shape, num_segments):
     """unsorted_segment_*: segment_ids.shape is a prefix of input_x.shape; the output is
     (num_segments,) + input_x.shape[segment_ids.ndim:]. num_segments: an int > 0."""
@@ -154,15 +162,41 @@ def segment_rows_shape(op, src_shape, ids_shape, num_segments):
     return segment_shape(op, src_shape, ids_shape, num_segments)
 
 
-def segment_dtype(op, x_dtype, ids_dtype):
-    """input_x one of VALUE_DTYPES, segment_ids int32/int64; the output has input_x's dtype."""
+def segment_dtype(op, x_dtype, ids_dtype, names=("input_x", "segment_ids")):
+    """input_x one of VALUE_DTYPES, segment_ids int32/int64; the output has input_x's dtype.
+    `names`: what the messages call the two (segment_csr: src and indptr)."""
     x_name, i_name = dtype_name(x_dtype), dtype_name(ids_dtype)
     if i_name not in INDEX_DTYPES:
-        raise op_error(TypeError, op, f"the dtype of 'segment_ids' must be int32 or int64, but got {i_name}.")
+        raise op_error(TypeError, op, f"the dtype of '{names[1]}' must be int32 or int64, but got {i_name}.")
     if x_name not in VALUE_DTYPES:
         raise op_error(TypeError, op,
-                       f"the dtype of 'input_x' must be one of {', '.join(VALUE_DTYPES)}, but got {x_name}.")
+                       f"the dtype of '{names[0]}' must be one of {', '.join(VALUE_DTYPES)}, but got {x_name}.")
     return x_name
+
+
+def segment_csr_shape(op, src_shape, indptr_shape):
+    """segment_csr: `indptr` 1-D of a length K + 1 >= 1 known when a graph compiles, `src` of
+    rank >= 1; returns (K,) + src.shape[1:] (segment k: rows indptr[k]:indptr[k + 1])."""
+    src_shape, indptr_shape = tuple(src_shape), tuple(indptr_shape)
+    check_rank(op, "src", src_shape)
+    if not _rank_known(indptr_shape) or len(indptr_shape) != 1 or indptr_shape[0] < 1:
+        raise op_error(ValueError, op, f"'indptr' must be 1-D with at least one element (K + 1 for K segments), "
+                                       f"its length known when a graph compiles, but got shape {_fmt(indptr_shape)}.")
+    if not _rank_known(src_shape):
+        return (-2,)
+    if not src_shape:
+        raise op_error(ValueError, op, "'src' must have rank >= 1 (rows), but got shape ().")
+    return (indptr_shape[0] - 1,) + src_shape[1:]
+
+
+def check_indptr(op, indptr, rows):
+    """segment_csr's `indptr` values (a numpy array): start at 0, never decrease, end at the
+    number of rows of `src`."""
+    bad = indptr[0] != 0 or indptr[-1] != rows or (indptr[1:] < indptr[:-1]).any()
+    if bad:
+        shown = indptr.tolist() if indptr.size <= 12 else indptr[:6].tolist() + ["..."] + indptr[-6:].tolist()
+        raise op_error(ValueError, op, f"'indptr' must start at 0, never decrease and end at src.shape[0] ({rows}), "
+                                       f"but got {shown}.")
 
 
 def value_dtypes(op):
@@ -242,8 +276,9 @@ def scatter_shape(op, x_shape, indices_shape, updates_shape):
 ROWS_HINT = "To index rows with a 1-D tensor, pass indices.reshape(-1, 1)."
 
 
-def _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank):
-    """scatter_nd_shape's rule on ranks that are known: None, or (error type, message)."""
+def _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank, x_name="input_x"):
+    """scatter_nd_shape's rule on ranks that are known: None, or (error type, message).
+    x_name: what the message calls the shape written into (scatter_nd: 'shape')."""
     if len(indices_shape) < min_indices_rank:
         return ValueError, (f"the rank of 'indices' must be >= {min_indices_rank}, but got {len(indices_shape)} "
                             f"(shape {_fmt(indices_shape)}).")
@@ -251,33 +286,61 @@ def _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank):
     if depth < 0:
         return None
     if depth > len(x_shape):
-        return ValueError, (f"the last dimension of 'indices' must be <= the rank of 'input_x' ({len(x_shape)}), "
-                            f"but got {depth} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}).")
+        return ValueError, (f"the last dimension of 'indices' must be <= the rank of '{x_name}' ({len(x_shape)}), "
+                            f"but got {depth} (indices {_fmt(indices_shape)}, {x_name} {_fmt(x_shape)}).")
     expected = indices_shape[:-1] + x_shape[depth:]
     if not _same_shape(expected, updates_shape):
-        return ValueError, (f"the shape of 'updates' must be indices.shape[:-1] + input_x.shape[indices.shape[-1]:] = "
-                            f"{_fmt(expected)} (indices {_fmt(indices_shape)}, input_x {_fmt(x_shape)}), "
+        where = "input_x.shape" if x_name == "input_x" else x_name
+        return ValueError, (f"the shape of 'updates' must be indices.shape[:-1] + {where}[indices.shape[-1]:] = "
+                            f"{_fmt(expected)} (indices {_fmt(indices_shape)}, {x_name} {_fmt(x_shape)}), "
                             f"but got {_fmt(updates_shape)}.")
     return None
 
 
-def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank=1):
+def scatter_nd_shape(op, x_shape, indices_shape, updates_shape, min_indices_rank=1, x_name="input_x"):
     """ScatterNd*/TensorScatter*: indices[..., :depth] index x's first `depth` axes;
     updates.shape == indices.shape[:-1] + x.shape[depth:]. Returns x.shape. A failure with
     1-D indices that indices.reshape(-1, 1) would make valid ends with ROWS_HINT."""
     x_shape, indices_shape, updates_shape = tuple(x_shape), tuple(indices_shape), tuple(updates_shape)
     if not (_rank_known(x_shape) and _rank_known(indices_shape) and _rank_known(updates_shape)):
         return x_shape
-    for name, shape in (("input_x", x_shape), ("indices", indices_shape), ("updates", updates_shape)):
+    for name, shape in ((x_name, x_shape), ("indices", indices_shape), ("updates", updates_shape)):
         check_rank(op, name, shape)
-    error = _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank)
+    error = _scatter_nd_error(x_shape, indices_shape, updates_shape, min_indices_rank, x_name)
     if error is None:
         return x_shape
     exc_type, message = error
     if len(indices_shape) == 1 and _scatter_nd_error(x_shape, indices_shape + (1,), updates_shape,
-                                                     min_indices_rank) is None:
+                                                     min_indices_rank, x_name) is None:
         message = f"{message} {ROWS_HINT}"
     raise op_error(exc_type, op, message)
+
+
+def scatter_nd_output_shape(op, indices_shape, updates_shape, shape):
+    """scatter_nd: `shape` a non-empty tuple of positive ints, then TensorScatter*'s rule for
+    an input_x of that shape. Returns the shape."""
+    if isinstance(shape, list):
+        shape = tuple(shape)
+    if shape is None or isinstance(shape, (int, float)) and not isinstance(shape, bool):
+        raise op_error(ValueError if shape is None else TypeError, op,
+                       f"'shape' must be a tuple of ints known when the graph compiles, but got {shape!r}.")
+    if not isinstance(shape, tuple) or any(isinstance(d, bool) or not isinstance(d, int) for d in shape):
+        raise op_error(TypeError, op, f"'shape' must be a tuple of ints, but got {shape!r}.")
+    if not shape or any(d <= 0 for d in shape):
+        raise op_error(ValueError, op, f"'shape' must be a non-empty tuple of positive ints, but got {shape}.")
+    return scatter_nd_shape(op, shape, indices_shape, updates_shape,
+                            min_indices_rank=FAMILY["TensorScatter"].min_indices_rank, x_name="shape")
+
+
+def scatter_nd_dtype(op, indices_dtype, updates_dtype):
+    """scatter_nd: indices int32/int64, updates one of VALUE_DTYPES; the output has updates' dtype."""
+    i_name, u_name = dtype_name(indices_dtype), dtype_name(updates_dtype)
+    if i_name not in INDEX_DTYPES:
+        raise op_error(TypeError, op, f"the dtype of 'indices' must be int32 or int64, but got {i_name}.")
+    if u_name not in VALUE_DTYPES:
+        raise op_error(TypeError, op,
+                       f"the dtype of 'updates' must be one of {', '.join(VALUE_DTYPES)}, but got {u_name}.")
+    return u_name
 
 
 def scatter_dtype(op, x_dtype, indices_dtype, updates_dtype):

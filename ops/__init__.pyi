@@ -214,6 +214,11 @@ def tensor_scatter_sub(input_x: Tensor, indices: Tensor, updates: Tensor) -> Ten
 def tensor_scatter_update(input_x: Tensor, indices: Tensor, updates: Tensor) -> Tensor:
     """Creates a new tensor by updating the positions in `input_x` indicated by `indices`."""
 
+class ScatterNd(Primitive):
+    """The primitive of :func:`ms_scatter.scatter_nd`: ``ScatterNd()(indices, updates, shape)``."""
+    def __init__(self) -> None: ...
+    def __call__(self, indices: Tensor, updates: Tensor, shape: Tuple[int, ...]) -> Tensor: ...
+
 class UnsortedSegmentMax(Primitive):
     """The primitive of :func:`ms_scatter.unsorted_segment_max`: ``UnsortedSegmentMax()(input_x, segment_ids, num_segments)``."""
     def __init__(self) -> None: ...
@@ -233,6 +238,9 @@ class UnsortedSegmentSum(Primitive):
     """The primitive of :func:`ms_scatter.unsorted_segment_sum`: ``UnsortedSegmentSum()(input_x, segment_ids, num_segments)``."""
     def __init__(self) -> None: ...
     def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor: ...
+
+def scatter_nd(indices: Tensor, updates: Tensor, shape: Tuple[int, ...]) -> Tensor:
+    """A new tensor of `shape`, zeros with `updates` added at `indices`."""
 
 def unsorted_segment_max(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
     """The maximum of the rows of `input_x` in each segment of `segment_ids`."""
@@ -256,6 +264,11 @@ class SegmentArgmin(Primitive):
     def __init__(self) -> None: ...
     def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]: ...
 
+class SegmentCsr(Primitive):
+    """The primitive of :func:`ms_scatter.segment_csr`: ``SegmentCsr(reduce, fill_value)(src, indptr)``."""
+    def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0) -> None: ...
+    def __call__(self, src: Tensor, indptr: Tensor) -> Tensor: ...
+
 class SegmentReduce(Primitive):
     """``SegmentReduce(reduce='sum', fill_value=0, indices_are_sorted=False)(src, segment_ids,"""
     def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0, indices_are_sorted: bool = False) -> None: ...
@@ -271,6 +284,9 @@ def segment_argmax(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Te
 
 def segment_argmin(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tuple[Tensor, Tensor]:
     """(values, arg): the min of each segment (as ``segment_reduce(..., 'min', fill_value=0)``)"""
+
+def segment_csr(src: Tensor, indptr: Tensor, reduce: str = 'sum', *, fill_value: Union[int, float] = 0) -> Tensor:
+    """The rows of `src` reduced per segment of a CSR row pointer `indptr`."""
 
 def segment_reduce(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor], reduce: str = 'sum', *, fill_value: Union[int, float] = 0, indices_are_sorted: bool = False) -> Tensor:
     """The rows of `src` reduced per segment: ``output[s] = reduce(src[i] for i with"""

@@ -287,4 +287,4 @@ def call_counts(target=None, entries=False):
 # Each entry point's operator (kernels/include/ms_scatter/entries.h names them so).
 _ENTRY_OPERATOR = {op + suffix: op for op in infer.OPERATORS
                    for suffix in ("", "_token", "_return", "_shard_token", "_shard")}
-_ENTRY_OPERATOR.update({op: op for op in infer.SEGMENT_OPERATORS})
+_ENTRY_OPERATOR.update({op: op for op in infer.OWN_ENTRY_OPERATORS})

@@ -72,17 +72,20 @@ def stub_text():
         out.append(f"\ndef {name}(input_x: Tensor, indices: Tensor, updates: {updates}) -> Tensor:")
         out.append(f'    """{_summary(FUNCTIONS[name])}"""')
     from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES  # pylint: disable=import-outside-toplevel
+    segment_args = "input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]"
+    args = {"ScatterNd": "indices: Tensor, updates: Tensor, shape: Tuple[int, ...]"}
+    args["scatter_nd"] = args["ScatterNd"]
     for name in sorted(SEGMENT_PRIMITIVES):
         out.append(f"\nclass {name}(Primitive):")
         out.append(f'    """{_summary(SEGMENT_PRIMITIVES[name])}"""')
         out.append("    def __init__(self) -> None: ...")
-        out.append("    def __call__(self, input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) "
-                   "-> Tensor: ...")
+        out.append(f"    def __call__(self, {args.get(name, segment_args)}) -> Tensor: ...")
     for name in sorted(SEGMENT_FUNCTIONS):
-        out.append(f"\ndef {name}(input_x: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:")
+        out.append(f"\ndef {name}({args.get(name, segment_args)}) -> Tensor:")
         out.append(f'    """{_summary(SEGMENT_FUNCTIONS[name])}"""')
     from .segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES  # pylint: disable=import-outside-toplevel
     pair = "Tuple[Tensor, Tensor]"
+    rows = "src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]"
     returns = {"segment_argmax": pair, "segment_argmin": pair, "SegmentArgmax": pair, "SegmentArgmin": pair}
     for name in sorted(CONTRACT_PRIMITIVES):
         out.append(f"\nclass {name}(Primitive):")
@@ -90,15 +93,18 @@ def stub_text():
         if name == "SegmentReduce":
             out.append("    def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0, "
                        "indices_are_sorted: bool = False) -> None: ...")
+        elif name == "SegmentCsr":
+            out.append("    def __init__(self, reduce: str = 'sum', fill_value: Union[int, float] = 0) -> None: ...")
         else:
             out.append("    def __init__(self) -> None: ...")
-        out.append("    def __call__(self, src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> "
-                   f"{returns.get(name, 'Tensor')}: ...")
+        inputs = "src: Tensor, indptr: Tensor" if name == "SegmentCsr" else rows
+        out.append(f"    def __call__(self, {inputs}) -> {returns.get(name, 'Tensor')}: ...")
     for name in sorted(CONTRACT_FUNCTIONS):
-        extra = (", reduce: str = 'sum', *, fill_value: Union[int, float] = 0, indices_are_sorted: bool = False"
-                 if name == "segment_reduce" else "")
-        out.append(f"\ndef {name}(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]{extra}) -> "
-                   f"{returns.get(name, 'Tensor')}:")
+        inputs = {"segment_reduce": rows + ", reduce: str = 'sum', *, fill_value: Union[int, float] = 0, "
+                                           "indices_are_sorted: bool = False",
+                  "segment_csr": "src: Tensor, indptr: Tensor, reduce: str = 'sum', *, "
+                                 "fill_value: Union[int, float] = 0"}.get(name, rows)
+        out.append(f"\ndef {name}({inputs}) -> {returns.get(name, 'Tensor')}:")
         out.append(f'    """{_summary(CONTRACT_FUNCTIONS[name])}"""')
     return "\n".join(out) + "\n"
 

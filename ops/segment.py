@@ -1,6 +1,7 @@
-"""MindSpore's unsorted segment operators on ms_scatter's engine: ``unsorted_segment_sum /
+"""MindSpore's drop-ins of the segment contract on ms_scatter's engine: ``unsorted_segment_sum /
 _prod / _max / _min(input_x, segment_ids, num_segments)`` and the primitives
-``UnsortedSegmentSum / Prod / Max / Min``, with MindSpore 2.10's semantics.
+``UnsortedSegmentSum / Prod / Max / Min``, and ``scatter_nd(indices, updates, shape)`` with
+the primitive ``ScatterNd``, with MindSpore 2.10's semantics.
 
 Each is one kernel call: the engine's first-axis scatter of input_x's rows, out of place, into
 a tensor of ``num_segments`` rows filled with the reduction's identity (sum 0, prod 1, max the
@@ -10,6 +11,9 @@ anything is written (``kernels/include/ms_scatter``: IndexMode::kSegment, entrie
 ``UnsortedSegment<S>``). The family's policies hold: float16 and bfloat16 accumulate in
 float32 and round once (MindSpore 2.10 adds float16 in float16), a NaN propagates in max/min
 (MindSpore's skip it), rows apply in index order, the same result at any thread count.
+
+scatter_nd is the engine's TensorScatterAdd on the zeros of `shape` (its own entry point,
+``ScatterNd``, so that an error names the operator called).
 
 Gradients (every mode): sum passes each row its segment's gradient; prod the product of the
 segment's other rows (zeros included); max/min split a segment's gradient evenly among the
@@ -247,8 +251,120 @@ class _SegmentPrimitive(Primitive):
         return type(self)()
 
 
-SEGMENT_PRIMITIVES = {}
-SEGMENT_FUNCTIONS = {}
+SCATTER_ND = infer.SCATTER_ND
+
+
+@constexpr
+def _scatter_nd_plan(indices_shape, updates_shape, shape, indices_dtype, updates_dtype):
+    """(output shape, a 0-d zero of the fill's dtype) of scatter_nd after MindSpore's rules
+    (folded at compile time in a graph)."""
+    name = infer.scatter_nd_dtype(SCATTER_ND, indices_dtype, updates_dtype)
+    shape = infer.scatter_nd_output_shape(SCATTER_ND, _known_or_unknown(indices_shape),
+                                          _known_or_unknown(updates_shape), shape)
+    return shape, Tensor(0, mstype.float32 if name == "bfloat16" else updates_dtype)
+
+
+def _scatter_nd_bprop(zeros, indices, updates, out, dout):  # pylint: disable=unused-argument
+    """d updates: the output's gradient at each index (duplicates each get it whole)."""
+    return ops.zeros_like(zeros), ops.zeros_like(indices), ops.gather_nd(dout, indices)
+
+
+class _ScatterNdKernel(ScatterKernel):
+    """The engine op of scatter_nd: (zeros of `shape`, indices, updates) -> output."""
+
+    def __init__(self):
+        self._setup(SCATTER_ND, "TensorScatter", SCATTER_ND, bprop=_scatter_nd_bprop, graph="dispatch",
+                    no_ascend=f"For '{SCATTER_ND}', ScatterNd has no Ascend kernel yet (CPU and GPU only).")
+
+    def __deepcopy__(self, memo):
+        return type(self)()
+
+
+_SCATTER_ND_KERNEL = _ScatterNdKernel()
+
+
+def scatter_nd(indices, updates, shape):
+    """
+    A new tensor of `shape`, zeros with `updates` added at `indices`.
+
+    MindSpore's ``ops.scatter_nd`` (deprecated from MindSpore 2.10) on ms_scatter's kernels:
+    the zeros of `shape` and ``tensor_scatter_add`` into them, in one kernel call.
+    Duplicate indices add in index order.
+
+    Args:
+        indices (Tensor): int32 or int64, of rank >= 2; ``indices.shape[-1] <= len(shape)``.
+        updates (Tensor): of shape ``indices.shape[:-1] + shape[indices.shape[-1]:]``, of dtype
+            float16, float32, float64, bfloat16, int8, int16, int32, int64, uint8, uint16,
+            uint32 or uint64.
+        shape (tuple[int]): the output's shape, of positive ints (known when a graph compiles).
+
+    Returns:
+        Tensor of `shape` and the dtype of `updates`.
+
+    Raises:
+        TypeError: If a dtype is not one of those above, or `shape` is not a tuple of ints.
+        ValueError: If `shape` is empty or has an item <= 0, or the shapes do not fit.
+        ms_scatter.ScatterIndexError: In PYNATIVE mode, if an index is out of range (in GRAPH
+            mode MindSpore's RuntimeError); nothing is computed.
+
+    Note:
+        float16 and bfloat16 accumulate in float32 and round once. Differentiable with respect
+        to `updates` in PYNATIVE, GRAPH and under jit: its gradient gathers the output's
+        gradient at `indices`.
+
+    Supported Platforms:
+        {platforms}; on Ascend a ValueError (not yet built there).
+
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> indices = Tensor(np.array([[0, 1], [1, 1], [0, 1]], np.int32))
+        >>> updates = Tensor(np.array([3.2, 1.1, 5.3], np.float32))
+        >>> print(ms_scatter.scatter_nd(indices, updates, (2, 2)))
+        [[0.  8.5]
+         [0.  1.1]]
+    """
+    out_shape, zero = _scatter_nd_plan(indices.shape, updates.shape, shape, indices.dtype, updates.dtype)
+    return _SCATTER_ND_KERNEL(_filled(out_shape, zero, updates.dtype, None, 0), indices, updates)
+
+
+scatter_nd.__doc__ = scatter_nd.__doc__.replace("{platforms}", PLATFORMS)
+
+
+class ScatterNd(Primitive):
+    """
+    The primitive of :func:`ms_scatter.scatter_nd`: ``ScatterNd()(indices, updates, shape)``.
+    """
+    __module__ = "ms_scatter"
+
+    def __init__(self):
+        super().__init__(SCATTER_ND)
+        self.init_prim_io_names(inputs=["indices", "update", "shape"], outputs=["output"])
+        self.__ms_class__ = True
+        self.__parse_method__ = "_ms_graph_method"
+
+    def _ms_graph_method(self, indices, updates, shape):  # pylint: disable=no-self-use
+        return scatter_nd(indices, updates, shape)
+
+    def __call__(self, indices, updates, shape):
+        return scatter_nd(indices, updates, shape)
+
+    def infer_shape(self, indices_shape, updates_shape, shape):
+        return list(infer.scatter_nd_output_shape(SCATTER_ND, indices_shape, updates_shape, shape))
+
+    def infer_dtype(self, indices_dtype, updates_dtype, shape_dtype=None):  # pylint: disable=unused-argument
+        infer.scatter_nd_dtype(SCATTER_ND, indices_dtype, updates_dtype)
+        return updates_dtype
+
+    def __deepcopy__(self, memo):
+        return type(self)()
+
+
+ScatterNd.__doc__ += scatter_nd.__doc__
+
+SEGMENT_PRIMITIVES = {SCATTER_ND: ScatterNd}
+SEGMENT_FUNCTIONS = {"scatter_nd": scatter_nd}
 _KERNELS = {}
 for _record in infer.SEGMENT_OPERATORS.values():
     _fn, _KERNELS[_record.reduction] = _make(_record)

@@ -1,6 +1,7 @@
 """The segment reductions of the segment contract (shared/SEGMENT_API.md, section 2):
-``segment_reduce`` (sum, mean, max, min, prod; ``fill_value``), ``segment_argmax`` /
-``segment_argmin`` and ``segment_softmax``, with their primitives ``SegmentReduce``,
+``segment_reduce`` (sum, mean, max, min, prod; ``fill_value``), ``segment_csr`` (the same over
+the row ranges of an ``indptr``), ``segment_argmax`` / ``segment_argmin`` and
+``segment_softmax``, with their primitives ``SegmentReduce``, ``SegmentCsr``,
 ``SegmentArgmax``, ``SegmentArgmin``, ``SegmentSoftmax``.
 
 Each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis scatter
@@ -19,6 +20,8 @@ from mindspore.ops.primitive import Primitive
 
 from . import infer
 from ._docs import PLATFORMS
+from ._graph import GRAPH_METHOD
+from ._kernel import _known_or_unknown
 from .primitives import FUNCTIONS
 from .segment import SEGMENT_FUNCTIONS, _num_segments_in_graph
 
@@ -170,6 +173,74 @@ def segment_softmax(src, segment_ids, num_segments):
     return ops.cast(y, dtype)
 
 
+# ------------------------------------------------------------------ segment_csr
+
+_CSR = "segment_csr"
+
+
+@constexpr
+def _csr_plan(src_shape, indptr_shape, src_dtype, indptr_dtype, reduce):
+    """The output shape of segment_csr, after its rules (at compile time in a graph)."""
+    infer.check_segment_reduce(_CSR, reduce)
+    infer.segment_dtype(_CSR, src_dtype, indptr_dtype, names=("src", "indptr"))
+    return infer.segment_csr_shape(_CSR, _known_or_unknown(src_shape), _known_or_unknown(indptr_shape))
+
+
+@constexpr
+def _no_rows_check(segments, rows):
+    """K = 0 segments: `indptr` is [0], so `src` must have no rows."""
+    if rows > 0:
+        raise infer.op_error(ValueError, _CSR, f"'indptr' must end at src.shape[0] ({rows}), but it has no "
+                                               f"segments (shape (1,)).")
+
+
+def _csr(src, indptr, reduce, fill_value, graph_check):
+    """segment_csr: the segment id of each row (the number of indptr[1:] <= its row number),
+    then segment_reduce. graph_check: in a graph, where a Python check of indptr's values
+    cannot run, a 1-element call of the segment kernel raises (before anything is computed)
+    when indptr is not valid."""
+    shape = _csr_plan(src.shape, indptr.shape, src.dtype, indptr.dtype, reduce)
+    segments = shape[0]
+    if segments == 0:
+        _no_rows_check(segments, src.shape[0])
+        return ops.zeros(shape, src.dtype)
+    rows = src.shape[0]
+    ids = ops.searchsorted(indptr[1:], ops.arange(rows, dtype=indptr.dtype), right=True)
+    if graph_check:
+        bad = ops.logical_or(ops.logical_or(indptr[0] != 0, indptr[-1] != rows),
+                             ops.any(indptr[1:] < indptr[:-1]))
+        check = _SUM(ops.ones((1,), mstype.float32), ops.reshape(ops.cast(bad, mstype.int32), (1,)), 1)
+        ids = ops.depend(ids, check)
+    return segment_reduce(src, ids, segments, reduce, fill_value=fill_value)
+
+
+class _CsrPath:
+    """segment_csr's two paths: a Python call checks indptr's values (numpy, O(K)) and raises
+    a ValueError naming them; a graph compiles _ms_graph_method (ops/_graph.py)."""
+    __ms_class__ = True
+    __parse_method__ = GRAPH_METHOD
+
+    def __call__(self, src, indptr, reduce, fill_value):
+        for name, value in (("src", src), ("indptr", indptr)):
+            if not isinstance(value, Tensor):
+                raise infer.op_error(TypeError, _CSR, f"'{name}' must be a Tensor, but got {type(value).__name__}.")
+        _csr_plan(src.shape, indptr.shape, src.dtype, indptr.dtype, reduce)  # the rules first
+        if src.ndim:
+            infer.check_indptr(_CSR, indptr.asnumpy(), src.shape[0])
+        return _csr(src, indptr, reduce, fill_value, False)
+
+    def _ms_graph_method(self, src, indptr, reduce, fill_value):  # pylint: disable=no-self-use
+        return _csr(src, indptr, reduce, fill_value, True)
+
+
+_CSR_PATH = _CsrPath()
+
+
+def segment_csr(src, indptr, reduce="sum", *, fill_value=0):
+    """The rows of `src` reduced per segment of `indptr`; see docs/api/segment.md."""
+    return _CSR_PATH(src, indptr, reduce, fill_value)
+
+
 # ------------------------------------------------------------------ the primitives
 
 class _ContractPrimitive(Primitive):
@@ -214,6 +285,30 @@ class SegmentReduce(_ContractPrimitive):
         return src_dtype
 
 
+class SegmentCsr(_ContractPrimitive):
+    """The primitive of :func:`ms_scatter.segment_csr`: ``SegmentCsr(reduce, fill_value)(src, indptr)``."""
+    _name = "SegmentCsr"
+
+    def __init__(self, reduce="sum", fill_value=0):
+        infer.check_segment_reduce(self._name, reduce)
+        super().__init__(reduce=reduce, fill_value=fill_value)
+        self.init_prim_io_names(inputs=["src", "indptr"], outputs=["y"])
+        self.reduce, self.fill_value = reduce, fill_value
+
+    def _ms_graph_method(self, src, indptr):
+        return segment_csr(src, indptr, self.reduce, fill_value=self.fill_value)
+
+    def __call__(self, src, indptr):
+        return segment_csr(src, indptr, self.reduce, fill_value=self.fill_value)
+
+    def infer_shape(self, src_shape, indptr_shape):
+        return list(infer.segment_csr_shape(self._name, src_shape, indptr_shape))
+
+    def infer_dtype(self, src_dtype, indptr_dtype):
+        infer.segment_dtype(self._name, src_dtype, indptr_dtype, names=("src", "indptr"))
+        return src_dtype
+
+
 def _simple_primitive(name, function, returns_arg):
     def graph_method(self, src, segment_ids, num_segments):  # pylint: disable=unused-argument
         return function(src, segment_ids, num_segments)
@@ -236,7 +331,7 @@ def _simple_primitive(name, function, returns_arg):
 SegmentArgmax = _simple_primitive("SegmentArgmax", segment_argmax, True)
 SegmentArgmin = _simple_primitive("SegmentArgmin", segment_argmin, True)
 SegmentSoftmax = _simple_primitive("SegmentSoftmax", segment_softmax, False)
-SegmentReduce.__module__ = "ms_scatter"
+SegmentReduce.__module__ = SegmentCsr.__module__ = "ms_scatter"
 
 _COMMON = f"""
     `segment_ids`: int32 or int64, 1-D, one id per row of `src` (E = src.shape[0]); a negative
@@ -270,6 +365,34 @@ segment_reduce.__doc__ = """
          [-1. ]
          [ 6. ]]
 """
+segment_csr.__doc__ = """
+    The rows of `src` reduced per segment of a CSR row pointer `indptr`.
+
+    Segment k is the rows ``indptr[k]:indptr[k + 1]``; the output has shape
+    ``(len(indptr) - 1,) + src.shape[1:]`` and `src`'s dtype.
+
+    `indptr`: int32 or int64, 1-D, of a length K + 1 known when a graph compiles; it must
+    start at 0, never decrease and end at E = src.shape[0]: else an error before anything is
+    computed (a ValueError in PYNATIVE; in a graph MindSpore's RuntimeError, with the check's
+    message on stderr and in ms_scatter.last_error()). `reduce` and `fill_value` as in
+    :func:`segment_reduce`, which it runs on the ids of the rows (an O(E) pass; a Python call
+    also reads `indptr` to check it, O(K)). Works in PYNATIVE, GRAPH and under jit, with
+    gradients with respect to `src` (as segment_reduce's).
+
+    Supported Platforms:
+        {PLATFORMS}; on Ascend a ValueError (not yet built there).
+
+    Examples:
+        >>> import numpy as np
+        >>> from mindspore import Tensor
+        >>> import ms_scatter
+        >>> src = Tensor(np.array([[1.0], [2.0], [6.0]], np.float32))
+        >>> indptr = Tensor(np.array([0, 2, 2, 3], np.int64))
+        >>> print(ms_scatter.segment_csr(src, indptr, "max", fill_value=-1.0))
+        [[ 2.]
+         [-1.]
+         [ 6.]]
+""".replace("{PLATFORMS}", PLATFORMS)
 _ARG_DOC = """
     (values, arg): the {kind} of each segment (as ``segment_reduce(..., "{kind}", fill_value=0)``)
     and, in `arg` (int64, the same shape), the row of `src` that won: the first in index order
@@ -302,5 +425,7 @@ segment_softmax.__doc__ = """
         [0.5 0.5 1. ]
 """
 
-CONTRACT_FUNCTIONS = {f.__name__: f for f in (segment_reduce, segment_argmax, segment_argmin, segment_softmax)}
-CONTRACT_PRIMITIVES = {c.__name__: c for c in (SegmentReduce, SegmentArgmax, SegmentArgmin, SegmentSoftmax)}
+CONTRACT_FUNCTIONS = {f.__name__: f for f in (segment_reduce, segment_csr, segment_argmax, segment_argmin,
+                                               segment_softmax)}
+CONTRACT_PRIMITIVES = {c.__name__: c for c in (SegmentReduce, SegmentCsr, SegmentArgmax, SegmentArgmin,
+                                               SegmentSoftmax)}

@@ -77,7 +77,7 @@ def entry_name(op, output="token", sharded=False):
     """Entry point of `op` in the library: Scatter*/ScatterNd* have '_token' (in place,
     1-element output) and '_return' (in place + copy); TensorScatter* one entry. The row-shard
     entries (sharded=True): '<op>_shard_token', 'TensorScatter<R>_shard'."""
-    if op in infer.SEGMENT_OPERATORS:  # UnsortedSegment<S>: one out-of-place entry
+    if op in infer.OWN_ENTRY_OPERATORS:  # UnsortedSegment<S>, ScatterNd: one out-of-place entry
         return op
     in_place = infer.operator(op).in_place
     if sharded:

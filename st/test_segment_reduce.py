@@ -12,6 +12,8 @@ from mindspore import Tensor, nn
 import ms_scatter
 from ms_scatter.infer import SEGMENT_REDUCES, VALUE_DTYPES
 from ms_scatter.reference import segment_arg_oracle, segment_reduce_oracle, segment_softmax_oracle
+from ms_scatter.segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
+from ms_scatter.segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES
 from ms_scatter.testing import is_float, np_dtype
 
 from .helpers import assert_same, numeric_gradient
@@ -197,11 +199,10 @@ def test_primitive_refuses_an_unknown_reduce():
         ms_scatter.SegmentReduce("median")
 
 
-SEGMENT_CALLABLES = sorted(set(ms_scatter.__all__) - set(ms_scatter.primitives.PRIMITIVES)
-                           - set(ms_scatter.primitives.FUNCTIONS))
+SEGMENT_CALLABLES = sorted({**SEGMENT_FUNCTIONS, **SEGMENT_PRIMITIVES, **CONTRACT_FUNCTIONS, **CONTRACT_PRIMITIVES})
 
 
-@pytest.mark.parametrize("name", [n for n in SEGMENT_CALLABLES if n.lower().startswith(("segment", "unsorted"))])
+@pytest.mark.parametrize("name", SEGMENT_CALLABLES)
 def test_docstring_examples_print_what_they_show(name):
     import doctest  # pylint: disable=import-outside-toplevel
     obj = getattr(ms_scatter, name)

@@ -136,12 +136,12 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
                                                                           "ms_scatter_infer_shape",
                                                                           "ms_scatter_set_int32_type_id"}
     shards = {ms_testing.entry_name(f + r, sharded=True) for f in infer.FAMILIES for r in infer.REDUCTIONS}
-    segments = set(infer.SEGMENT_OPERATORS)  # UnsortedSegmentSum ...
+    segments = set(infer.OWN_ENTRY_OPERATORS)  # UnsortedSegmentSum ... and ScatterNd
     entries = expected | shards | segments
     infer_shapes = {e + "InferShape" for e in entries if not e.startswith("ms_scatter_")}
     infer_types = {e + "InferType" for e in entries if not e.startswith("ms_scatter_")}
-    assert len(ENTRIES) == 35 and len(shards) == 21 and len(segments) == 4
-    assert len(infer_shapes) == len(infer_types) == 60
+    assert len(ENTRIES) == 35 and len(shards) == 21 and len(segments) == 5
+    assert len(infer_shapes) == len(infer_types) == 61
     assert gpu == entries | infer_shapes | infer_types
     assert "warning" not in output.lower(), output
 

@@ -667,3 +667,23 @@ def test_segment_entry_refuses_an_id_past_the_segments(record):
     assert rc == 2 and not out.any(), "an error before anything is written"
     assert (f"For '{record.name}', each value of 'segment_ids' must be < num_segments (3) (a negative id drops "
             f"its row), but got 3 at position (2,) of 'segment_ids' (shape (4,)).") == ms_scatter.last_error()[1]
+
+
+@pytest.mark.parametrize("dtype", infer.VALUE_DTYPES)
+def test_scatter_nd_entry_matches_oracle(dtype, bits_equal):
+    """ScatterNd: TensorScatterAdd under scatter_nd's name (input_x: the zeros of `shape`)."""
+    from ms_scatter.reference import oracle  # pylint: disable=import-outside-toplevel
+    npdt = np_dtype(dtype)
+    rng = np.random.default_rng(zlib.crc32(f"ScatterNd/{dtype}".encode()))
+    for shape, depth, rows in (((5, 3), 2, 9), ((6000, 16), 1, 6000)):
+        indices = np.stack([rng.integers(0, shape[d], rows) for d in range(depth)], axis=-1).astype(np.int64)
+        updates = rng.integers(0, 9, (rows,) + shape[depth:]).astype(npdt)
+        zeros = np.zeros(shape, npdt)
+        rc, _, out = call_kernel("ScatterNd", zeros, indices, updates, "tensor")
+        assert rc == 0, ms_scatter.last_error()[1]
+        with np.errstate(over="ignore"):
+            bits_equal(out, oracle("TensorScatterAdd", zeros, indices, updates), f"ScatterNd {dtype} {shape}")
+    rc, _, out = call_kernel("ScatterNd", np.zeros((3, 2), npdt), np.array([[0], [3]], np.int32),
+                             np.ones((2, 2), npdt), "tensor")
+    assert rc == 2 and not out.any(), "an error before anything is written"
+    assert ms_scatter.last_error()[1].startswith("For 'ScatterNd', each value of 'indices' must be in [0, 3)")

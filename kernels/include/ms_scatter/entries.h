@@ -9,6 +9,8 @@
 //   TensorScatter<R>                         out of place (input_x untouched)
 //   UnsortedSegment<S>                       out of place, first axis, negative ids dropped
 //                                            (MS_SCATTER_SEGMENT_REDUCTIONS: Sum Prod Max Min)
+//   ScatterNd                                TensorScatterAdd under MindSpore's ScatterNd name
+//                                            (scatter_nd: input_x is the zeros of `shape`)
 //   Scatter<R>_shard_token / ScatterNd<R>_shard_token / TensorScatter<R>_shard
 //                                            the same on a row shard: a 4th input, int64
 //                                            (row_begin, global_rows) (Plan::sharded)
@@ -38,7 +40,10 @@ namespace ms_scatter {
       kCalls_TensorScatter##R, kCalls_Scatter##R##_shard_token, kCalls_ScatterNd##R##_shard_token,                  \
       kCalls_TensorScatter##R##_shard,
 #define MSS_SEGMENT_IDS(S, OP) kCalls_UnsortedSegment##S,
-enum EntryId { MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kEntryCount };
+enum EntryId {
+  MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
+  kEntryCount
+};
 #undef MSS_SEGMENT_IDS
 #undef MSS_IDS
 inline std::atomic<unsigned long long> *entry_calls() {
@@ -154,6 +159,7 @@ MS_SCATTER_REDUCTIONS(MSS_ENTRIES)
 #define MSS_SEGMENT_ENTRIES(S, OP) \
   MSS_ENTRY_AND_INFER(UnsortedSegment##S, "UnsortedSegment" #S, OP, kSegment, kTensor, false)
 MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_ENTRIES)
+MSS_ENTRY_AND_INFER(ScatterNd, "ScatterNd", ::ms_scatter::OpAdd, kNd, kTensor, false)
 #undef MSS_SEGMENT_ENTRIES
 #undef MSS_ENTRIES
 #undef MSS_ENTRY_AND_INFER
@@ -188,6 +194,7 @@ MSS_EXPORT int ms_scatter_infer_shape(const char *entry, int *ndims, int64_t **s
 #define MSS_SEGMENT_INFER_CASES(S, OP) \
   MSS_INFER_CASE(UnsortedSegment##S, "UnsortedSegment" #S, OP, kSegment, kTensor, false)
   MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_INFER_CASES)
+  MSS_INFER_CASE(ScatterNd, "ScatterNd", ::ms_scatter::OpAdd, kNd, kTensor, false)
 #undef MSS_SEGMENT_INFER_CASES
 #undef MSS_INFER_CASES
 #undef MSS_INFER_CASE
@@ -211,7 +218,8 @@ MSS_EXPORT int ms_scatter_call_counts(const char **names, unsigned long long *co
   "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R, \
       "Scatter" #R "_shard_token", "ScatterNd" #R "_shard_token", "TensorScatter" #R "_shard",
 #define MSS_SEGMENT_NAMES(S, OP) "UnsortedSegment" #S,
-  static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_NAMES)};
+  static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_NAMES)
+                                           "ScatterNd"};
 #undef MSS_SEGMENT_NAMES
 #undef MSS_NAMES
   static_assert(sizeof kNames / sizeof kNames[0] == ms_scatter::kEntryCount, "one name per entry point");
