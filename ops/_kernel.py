@@ -64,8 +64,7 @@ def _pool_bytes():
 
 # From 32 MiB (glibc's largest reused block) to MS_SCATTER_OUTPUT_POOL_BYTES (default 1 GiB,
 # idle memory kept) an output's memory is our pool's: a fresh block page-faults all of it on
-# every call (1e6 x 64 float32: 38-167 ms against 15-50 ms through MindSpore's launch and
-# memory pool, which larger outputs take).
+# every call (docs/performance.md, "Large PYNATIVE outputs").
 _OUTPUTS = OutputPool(min_bytes=32 << 20, idle_bytes=_pool_bytes())
 
 
@@ -77,11 +76,11 @@ def _direct_output_ok(x):
 
 
 def _empty_like(x, dtype_name):
-    """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
-    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache),
-    starting on a 64-byte boundary: numpy's and MindSpore's CPU memory is 16-byte aligned,
-    and rows that straddle one more cache line each made the same kernel up to 15-25% slower.
-    From 32 MiB, in our pool's memory."""
+    """A direct TensorScatter's output: numpy memory shared by a Tensor (cheaper than
+    mint.empty_like's tensor or a launched op), starting on a 64-byte boundary (numpy's and
+    MindSpore's CPU memory is 16-byte aligned, and a row that straddles one more cache line
+    slows the kernel: docs/performance.md, "Notes from the kernels"). From 32 MiB, in our
+    pool's memory."""
     dtype = _eager.numpy_dtype(dtype_name)
     shape = tuple(x.shape)
     if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
@@ -231,7 +230,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
     def __infer__(self, input_x, indices, updates):
         # Inference is a pure function of the shapes and dtypes: a PYNATIVE loop pays for it
         # once per signature (successes only; a failing signature raises every time).
-        # (Keyed by element types: hashing a TensorType costs ~2 us, its element type 0.2.)
+        # (Keyed by element types, which hash ten times faster than a TensorType.)
         try:
             key = (tuple(input_x["shape"]), tuple(indices["shape"]), tuple(updates["shape"]),
                    input_x["dtype"].element_type(), indices["dtype"].element_type(),
@@ -298,7 +297,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
         checks what can change between calls with the same signature: data (has_init), a
         gradient being recorded, a jit trace, the device target, contiguity. Returns None
         where the full path must run (it then raises, converts, copies or launches)."""
-        try:  # keyed by types and shapes, the dtypes compared by identity (hashing a dtype costs 0.3 us)
+        try:  # keyed by types and shapes, the dtypes compared by identity (cheaper than hashing them)
             plan = self._fast.get((type(input_x), type(indices), type(updates), input_x.shape, indices.shape,
                                    updates.shape))
             if (plan is None or plan[0] is not input_x.dtype or plan[1] is not indices.dtype
