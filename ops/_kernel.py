@@ -1,8 +1,9 @@
 """The kernel layer under the 21 primitives and 21 functions: one aot entry point of a kernel
 library as a MindSpore ``Custom`` op with ms_scatter's own inference (``ScatterKernel``), its
 Python (PYNATIVE) call and its graph nodes, the one conversion and validation of a call's
-inputs, and the in-place result (``Depend``). ops/primitives.py builds the public objects on
-it; ops/distributed.py its row-shard kernels. Neither of those is imported here.
+inputs, the in-place result (``Depend``) and the row-shard kernels (``ShardKernel``).
+ops/primitives.py builds the public objects on it, ops/_grad.py the kernels of its gradient
+rules, ops/distributed.py the row-shard functions; none of those is imported here.
 
 Dynamic shapes (a -1 dimension or an unknown rank at compile time: ``Cell.set_inputs``,
 ``jit(dynamic=1)``): MindSpore infers such a node's shape again at each launch, without
