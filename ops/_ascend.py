@@ -51,7 +51,7 @@ from mindspore.common import dtype as mstype
 from ._compat import _pynative_executor
 from mindspore.ops import CustomRegOp, DataType, constexpr
 
-from . import _grad, infer
+from . import infer
 from ._graph import GraphMethod, run_in_graphs_as
 from ._lib import (INDEX_OUT_OF_RANGE, KERNEL_DIR, PYNATIVE_LOCK, ScatterIndexError, error_type, format_error,
                    host_call, kernel_func)
@@ -83,7 +83,7 @@ MISSING_PACKAGE = (
     "(each call copies input_x, indices and updates to the host, runs the CPU kernel and copies the result "
     "back), set MS_SCATTER_KERNELS=host.")
 
-try:  # what context.get_context("device_target") reads, without its checks (0.3 us instead of 9 us)
+try:  # what context.get_context("device_target") reads, without its checks (a PYNATIVE call asks it)
     from mindspore._c_expression import MSContext as _MSContext
     from mindspore.context import ms_ctx_param as _ms_ctx_param
 
@@ -131,7 +131,7 @@ def emulation_library():
     return os.environ.get(EMULATION_ENV) or None
 
 
-# os.environ's own dict (bytes keys on POSIX): a lookup in it costs 0.05 us, os.environ.get 1 us
+# os.environ's own dict (bytes keys on POSIX): a lookup in it is 20 times cheaper than os.environ.get
 _ENVIRON = os.environ._data if isinstance(getattr(os.environ, "_data", None), dict) else None
 _EMULATION_KEY = os.environ.encodekey(EMULATION_ENV) if _ENVIRON is not None else None
 
@@ -170,7 +170,7 @@ def kernel_choice(op_name, entry):
 def attach(primitive):
     """Put an Ascend-path primitive on the Ascend path in every mode (module docstring):
     returns the ``AscendOp`` its ``__call__`` uses in PYNATIVE."""
-    op = AscendOp(primitive.op_name, primitive._convert)  # pylint: disable=protected-access
+    op = AscendOp(primitive.op_name, primitive.convert, primitive.get_bprop())
     run_in_graphs_as(primitive, op.graph_call)
     return op
 
@@ -317,9 +317,10 @@ def _refuse(message):
 
 class AscendCall(nn.Cell):
     """One operator on the Ascend path in a graph: rules, the op, and for the in-place
-    families ``ops.assign``. TensorScatter* get the gradients of ms_scatter._grad."""
+    families ``ops.assign``. TensorScatter* get `bprop`, the gradient rule of their primitive
+    (ms_scatter._grad's)."""
 
-    def __init__(self, op_name, refusal=""):
+    def __init__(self, op_name, refusal="", bprop=None):
         super().__init__()
         record = infer.operator(op_name)
         reduction = record.reduction
@@ -335,7 +336,7 @@ class AscendCall(nn.Cell):
                 self.kernel = ascend_kernel(reduction)
             except RuntimeError as err:
                 self.refusal = str(err)
-        self._bprop = _grad.out_of_place_bprop(reduction, self.depth_one) if not self.in_place else None
+        self._bprop = bprop if not self.in_place else None
 
     def construct(self, x, indices, updates):
         if self.refusal:
@@ -363,15 +364,18 @@ class AscendCall(nn.Cell):
 
 class AscendOp(GraphMethod):
     """One operator (primitive instance or function) on the Ascend path. Python calls
-    ``__call__`` (PYNATIVE); a graph compiles ``graph_call`` (ops/_graph.py)."""
+    ``__call__`` (PYNATIVE); a graph compiles ``graph_call`` (ops/_graph.py). `convert`: the
+    primitive's PYNATIVE implicit conversion and argument check (``ScatterKernel.convert``);
+    `bprop`: its gradient rule (``get_bprop()``), used by the out-of-place operators."""
 
-    def __init__(self, op_name, convert):
+    def __init__(self, op_name, convert, bprop=None):
         record = infer.operator(op_name)
         self.op_name = op_name
         self.reduction = record.reduction
         self.in_place = record.in_place
         self.depth_one = record.depth_one
-        self._convert = convert  # the primitive's PYNATIVE implicit conversion and argument check
+        self._convert = convert
+        self._bprop = bprop
         run_in_graphs_as(self, self.graph_call)
 
     def __getattr__(self, name):
@@ -383,7 +387,7 @@ class AscendOp(GraphMethod):
                 refusal = (f"ms_scatter: MS_SCATTER_KERNELS=host runs '{self.op_name}' through host memory in "
                            "PYNATIVE mode only; a graph needs the Ascend kernels. "
                            + MISSING_PACKAGE.format(vendor=VENDOR_DIR, versions=", ".join(CANN_VERSIONS)))
-            cell = AscendCall(self.op_name, refusal)
+            cell = AscendCall(self.op_name, refusal, self._bprop)
             self.__dict__["cell"] = cell
             return cell
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")

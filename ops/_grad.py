@@ -4,7 +4,7 @@ Every operator is ScatterNd with index depth d (Scatter* has d = 1), so a rule s
 index vectors ``idx`` (N, d), the updates ``upd`` (N,) + slice, ``dout`` (shape of
 input_x), ``out`` (the result) and ``xg`` (input_x before the call, gathered at idx:
 the same shape as the updates). The helper scatters in the rules are ms_scatter's own
-TensorScatter kernels (installed by primitives.py); nothing calls MindSpore's scatter ops.
+TensorScatter kernels (made below, from ops/_kernel.py); nothing calls MindSpore's scatter ops.
 
 =========  =====================================================================
 Add/Sub    dx = dout; du = +/- dout[idx]
@@ -43,8 +43,9 @@ import numpy as np
 from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
-from . import infer
+from . import _kernel, infer
 from ._compat import _pynative_executor
+from ._graph import shape_unknown
 from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
@@ -56,29 +57,6 @@ from mindspore.ops.operations import ZerosLike as _MsZerosLike
 _FLOATS = (mstype.float16, mstype.float32, mstype.float64, mstype.bfloat16)
 # the rules that need input_x before the write
 NEEDS_INPUT = tuple(r.name for r in infer.REDUCTION.values() if r.needs_input)
-
-# ms_scatter's own TensorScatter kernels, set by install() once they exist, and their
-# row-shard twins (a 4th input, the shard), set by install_sharded().
-_TS_ADD = _TS_MUL = _TS_DIV = _TS_MAX = _TS_UPDATE = None
-_TS_ADD_S = _TS_MUL_S = _TS_DIV_S = _TS_MAX_S = _TS_UPDATE_S = None
-
-
-def install(primitives):
-    """Called by primitives.py with its PRIMITIVES table."""
-    global _TS_ADD, _TS_MUL, _TS_DIV, _TS_MAX, _TS_UPDATE
-    _TS_ADD = primitives["TensorScatterAdd"]()
-    _TS_MUL = primitives["TensorScatterMul"]()
-    _TS_DIV = primitives["TensorScatterDiv"]()
-    _TS_MAX = primitives["TensorScatterMax"]()
-    _TS_UPDATE = primitives["TensorScatterUpdate"]()
-
-
-def install_sharded(kernels):
-    """Called by distributed.py with its row-shard TensorScatter kernels by reduction."""
-    global _TS_ADD_S, _TS_MUL_S, _TS_DIV_S, _TS_MAX_S, _TS_UPDATE_S
-    _TS_ADD_S, _TS_MUL_S, _TS_DIV_S = kernels["Add"], kernels["Mul"], kernels["Div"]
-    _TS_MAX_S, _TS_UPDATE_S = kernels["Max"], kernels["Update"]
-
 
 def local_vectors(idx, shard, rows):
     """Index vectors (N, d) of global rows -> (vectors local to a shard of `rows` rows with
@@ -106,13 +84,6 @@ def _scatter(kernel, sharded_kernel, x, idx, upd, shard):
     if shard is None:
         return kernel(x, idx, upd)
     return sharded_kernel(x, idx, upd, shard)
-
-
-@constexpr(check=False)
-def shape_unknown(*shapes):
-    """In a graph: whether a shape is not known at compile time (MindSpore passes an
-    unknown dimension, or an unknown rank, as None here). Constant-folded by the compiler."""
-    return any(s is None or any(d is None or d < 0 for d in s) for s in shapes)
 
 
 def _prod(shape):
@@ -244,6 +215,29 @@ def out_of_place_bprop(reduction, depth_one, sharded=False):
         dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard)
         return dx, ops.zeros_like(indices), du, ops.zeros_like(shard)
     return sharded_bprop if sharded else bprop
+
+
+def shard_kernel(op):
+    """The row-shard kernel of `op` (ops/_kernel.py's ShardKernel) with its gradient rule: the
+    out-of-place ones get sharded_bprop above; the in-place ones are differentiated by
+    ShardInPlaceCall (below)."""
+    record = infer.operator(op)
+    bprop = None if record.in_place else out_of_place_bprop(record.reduction, record.depth_one, sharded=True)
+    return _kernel.ShardKernel(op, bprop)
+
+
+def _tensor_scatters(make):
+    """(Add, Mul, Div, Max, Update): the TensorScatter kernels the rules scatter with, made by
+    `make(op name)`."""
+    ops_of = {r.reduction: op for op, r in infer.OPERATORS.items() if not r.in_place}
+    return tuple(make(ops_of[reduction]) for reduction in ("Add", "Mul", "Div", "Max", "Update"))
+
+
+# ms_scatter's own TensorScatter kernels (with these rules as their gradients, for a gradient
+# of a gradient), and their row-shard twins (a 4th input, the shard).
+_TS_ADD, _TS_MUL, _TS_DIV, _TS_MAX, _TS_UPDATE = _tensor_scatters(
+    lambda op: _kernel.out_of_place_kernel(op, out_of_place_bprop(infer.operator(op).reduction, False)))
+_TS_ADD_S, _TS_MUL_S, _TS_DIV_S, _TS_MAX_S, _TS_UPDATE_S = _tensor_scatters(shard_kernel)
 
 
 class _WhileRecording:

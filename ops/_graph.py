@@ -30,7 +30,16 @@ keep the parser's jit_class rule instead: an ``__ms_class__`` object's instance 
 gradients under jit).
 """
 
+from mindspore.ops import constexpr
+
 GRAPH_METHOD = "_ms_graph_method"
+
+
+@constexpr(check=False)
+def shape_unknown(*shapes):
+    """In a graph: whether a shape is not known at compile time (MindSpore passes an
+    unknown dimension, or an unknown rank, as None here). Constant-folded by the compiler."""
+    return any(s is None or any(d is None or d < 0 for d in s) for s in shapes)
 
 
 class GraphMethod:

@@ -1,8 +1,9 @@
 """The kernel layer under the 21 primitives and 21 functions: one aot entry point of a kernel
 library as a MindSpore ``Custom`` op with ms_scatter's own inference (``ScatterKernel``), its
 Python (PYNATIVE) call and its graph nodes, the one conversion and validation of a call's
-inputs, and the in-place result (``Depend``). ops/primitives.py builds the public objects on
-it; ops/distributed.py its row-shard kernels. Neither of those is imported here.
+inputs, the in-place result (``Depend``) and the row-shard kernels (``ShardKernel``).
+ops/primitives.py builds the public objects on it, ops/_grad.py the kernels of its gradient
+rules, ops/distributed.py the row-shard functions; none of those is imported here.
 
 Dynamic shapes (a -1 dimension or an unknown rank at compile time: ``Cell.set_inputs``,
 ``jit(dynamic=1)``): MindSpore infers such a node's shape again at each launch, without
@@ -26,9 +27,9 @@ from mindspore.ops import functional as F
 from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
-from . import _ascend, _eager, _grad, infer
+from . import _ascend, _eager, infer
 from ._memory import OutputPool
-from ._graph import GraphMethod, trace_context
+from ._graph import GraphMethod, run_in_graphs_as, shape_unknown, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, env_count, error_count,
                    kernel_func, raise_code, raise_kernel_error)
 
@@ -64,8 +65,7 @@ def _pool_bytes():
 
 # From 32 MiB (glibc's largest reused block) to MS_SCATTER_OUTPUT_POOL_BYTES (default 1 GiB,
 # idle memory kept) an output's memory is our pool's: a fresh block page-faults all of it on
-# every call (1e6 x 64 float32: 38-167 ms against 15-50 ms through MindSpore's launch and
-# memory pool, which larger outputs take).
+# every call (docs/performance.md, "Large PYNATIVE outputs").
 _OUTPUTS = OutputPool(min_bytes=32 << 20, idle_bytes=_pool_bytes())
 
 
@@ -77,11 +77,11 @@ def _direct_output_ok(x):
 
 
 def _empty_like(x, dtype_name):
-    """A direct TensorScatter's output: numpy memory shared by a Tensor (mint.empty_like's
-    tensor cost ~1 ms at its first data_ptr() on 4 MB; a launched op grows a per-shape cache),
-    starting on a 64-byte boundary: numpy's and MindSpore's CPU memory is 16-byte aligned,
-    and rows that straddle one more cache line each made the same kernel up to 15-25% slower.
-    From 32 MiB, in our pool's memory."""
+    """A direct TensorScatter's output: numpy memory shared by a Tensor (cheaper than
+    mint.empty_like's tensor or a launched op), starting on a 64-byte boundary (numpy's and
+    MindSpore's CPU memory is 16-byte aligned, and a row that straddles one more cache line
+    slows the kernel: docs/performance.md, "Notes from the kernels"). From 32 MiB, in our
+    pool's memory."""
     dtype = _eager.numpy_dtype(dtype_name)
     shape = tuple(x.shape)
     if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
@@ -231,7 +231,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
     def __infer__(self, input_x, indices, updates):
         # Inference is a pure function of the shapes and dtypes: a PYNATIVE loop pays for it
         # once per signature (successes only; a failing signature raises every time).
-        # (Keyed by element types: hashing a TensorType costs ~2 us, its element type 0.2.)
+        # (Keyed by element types, which hash ten times faster than a TensorType.)
         try:
             key = (tuple(input_x["shape"]), tuple(indices["shape"]), tuple(updates["shape"]),
                    input_x["dtype"].element_type(), indices["dtype"].element_type(),
@@ -257,9 +257,11 @@ class ScatterKernel(GraphMethod, ops.Custom):
         shape = self._infer_shape(input_x["shape"], indices["shape"], updates["shape"])
         return {"shape": shape, "dtype": dtype, "value": None}
 
-    def _convert(self, input_x, indices, updates):
-        """PYNATIVE: MindSpore caches a signature per primitive name, and every Custom op
-        is named "Custom", so the implicit conversion is done here, by the op's own rule."""
+    def convert(self, input_x, indices, updates):
+        """A PYNATIVE call's inputs after MindSpore's implicit conversion, by the op's own rule,
+        or the TypeError that names the op (an input that is no Tensor, a refused dtype).
+        MindSpore caches a signature per primitive name, and every Custom op is named "Custom",
+        so the conversion is done here; the Ascend path (ops/_ascend.py) calls it too."""
         for name, value in (("input_x", input_x), ("indices", indices), ("updates", updates)):
             if not isinstance(value, Tensor) and (name == "input_x" or not isinstance(value, (int, float))):
                 raise infer.op_error(TypeError, self.op_name,
@@ -296,7 +298,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
         checks what can change between calls with the same signature: data (has_init), a
         gradient being recorded, a jit trace, the device target, contiguity. Returns None
         where the full path must run (it then raises, converts, copies or launches)."""
-        try:  # keyed by types and shapes, the dtypes compared by identity (hashing a dtype costs 0.3 us)
+        try:  # keyed by types and shapes, the dtypes compared by identity (cheaper than hashing them)
             plan = self._fast.get((type(input_x), type(indices), type(updates), input_x.shape, indices.shape,
                                    updates.shape))
             if (plan is None or plan[0] is not input_x.dtype or plan[1] is not indices.dtype
@@ -359,7 +361,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
             if not self._token:  # the in-place family checks at its entry points
                 check_eager_inputs(self.op_name, *args[:3])
             given = args[2]
-            args = self._convert(*args)
+            args = self.convert(*args)
             tracing = trace_context()
             if tracing is not None and self._token:
                 # jit(capture_mode="trace"): recorded, not run; the recorded graph runs once
@@ -429,7 +431,7 @@ def _graph_call(op, family, static, dynamic):
     def call(input_x, indices, updates):
         _check_graph_call(op, family, _shape(input_x), _shape(indices), _shape(updates), _dtype(input_x),
                           _dtype(indices), _dtype(updates))
-        if _grad.shape_unknown(_shape(input_x), _shape(indices), _shape(updates)):
+        if shape_unknown(_shape(input_x), _shape(indices), _shape(updates)):
             return dynamic(input_x, indices, updates)
         return static(input_x, indices, updates)
     return call
@@ -492,16 +494,60 @@ result = Depend()
 result_view = Depend(view=True)
 
 
+def out_of_place_kernel(op_name, bprop):
+    """A TensorScatter kernel made as an instance of its primitive is (ops/primitives.py), for
+    our own graph code (ops/_grad.py's rules): Python calls run it; a graph compiles it as its
+    "dispatch" twin (the static or the dynamic node); on the Ascend path it is attached there.
+    `bprop`: its gradient rule."""
+    record = infer.operator(op_name)
+    kernel = ScatterKernel.__new__(ScatterKernel)
+    kernel._setup(op_name, record.family, op_name, bprop=bprop)  # pylint: disable=protected-access
+    if kernel._hybrid is None:  # pylint: disable=protected-access
+        run_in_graphs_as(kernel, kernel._graph_node("dispatch"))  # pylint: disable=protected-access
+    return kernel
 
-_SHARD_RULE = []  # ops/distributed.py's shard_primitive, registered when it is imported
 
+class ShardKernel(ScatterKernel):
+    """One row-shard entry of the aot library: (input_x = a block of rows, indices of
+    global rows, updates, shard = int64 (row_begin, global_rows)); in place with a token
+    (Scatter*, ScatterNd*) or out of place (TensorScatter*), with `bprop` as its gradient
+    rule (the out-of-place ones: ops/_grad.py's). ops/distributed.py builds on them."""
 
-def register_shard_rule(rule):
-    """ops/distributed.py: the rule of ``primitive.shard(...)`` (semi-auto parallel)."""
-    _SHARD_RULE[:] = [rule]
+    def __init__(self, op_name, bprop=None):
+        record = infer.operator(op_name)
+        family, token = record.family, record.in_place
+        entry = f"{op_name}_shard_token" if token else f"{op_name}_shard"
+        self._setup(op_name, family, entry, token=token, side_effect=token, bprop=bprop, sharded=True)
 
+    def _check_info(self, shape, dtype):
+        if infer.dtype_name(dtype) != "int64":
+            raise infer.op_error(TypeError, self.op_name,
+                                 f"'shard' must be an int64 tensor (row_begin, global_rows), but got "
+                                 f"{infer.dtype_name(dtype)}.")
+        if tuple(shape) not in ((2,), (-1,), (-2,)):
+            raise infer.op_error(ValueError, self.op_name,
+                                 f"'shard' must have shape (2,) (row_begin, global_rows), but got {tuple(shape)}.")
 
-def shard_rule():
-    if not _SHARD_RULE:  # pragma: no cover - ms_scatter's __init__ imports ops/distributed.py
-        raise RuntimeError("ms_scatter: primitive.shard() needs ms_scatter.distributed (import ms_scatter).")
-    return _SHARD_RULE[0]
+    def _infer_shape(self, x_shape, indices_shape, updates_shape, shard_shape=None):
+        indices_shape = tuple(indices_shape)
+        if not infer.operator(self.op_name).depth_one and indices_shape and indices_shape[-1] == 0:
+            raise infer.op_error(ValueError, self.op_name,
+                                 f"a row-sharded 'input_x' needs index vectors of depth >= 1, but got indices "
+                                 f"of shape {indices_shape}.")
+        return super()._infer_shape(x_shape, indices_shape, updates_shape)
+
+    def _infer_dtype(self, x_dtype, indices_dtype, updates_dtype, shard_dtype=None):
+        return super()._infer_dtype(x_dtype, indices_dtype, updates_dtype)
+
+    def __infer__(self, input_x, indices, updates, shard):  # pylint: disable=arguments-differ
+        if not hasattr(shard["dtype"], "element_type"):
+            raise infer.op_error(TypeError, self.op_name, f"'shard' must be a Tensor, but got {shard['dtype']}.")
+        self._check_info(shard["shape"], shard["dtype"])
+        return super().__infer__(input_x, indices, updates)
+
+    def convert(self, input_x, indices, updates, shard):  # pylint: disable=arguments-differ
+        if not isinstance(shard, Tensor):
+            raise infer.op_error(TypeError, self.op_name, f"'shard' must be a Tensor, but got {type(shard).__name__}.")
+        if self._token:
+            updates = in_place_updates(self.op_name, input_x, updates)
+        return super().convert(input_x, indices, updates) + (shard,)

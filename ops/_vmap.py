@@ -31,7 +31,7 @@ from mindspore.ops._vmap.vmap_base import _bdim_at_front, vmap_rules_getters
 
 from . import infer
 from ._kernel import ScatterKernel
-from .primitives import PRIMITIVES, _InPlaceKernel, _TensorScatter
+from .primitives import PRIMITIVES, _InPlaceKernel
 
 _PRIM_NAME = "Custom"
 _previous_getter = vmap_rules_getters.get(_PRIM_NAME, None)  # another package's "Custom" rule, kept
@@ -142,7 +142,7 @@ def _our_rule(prim, axis_size):
     if getattr(prim, "_sharded", False):
         raise infer.op_error(ValueError, prim.op_name, "the row-shard kernels (ms_scatter.distributed) have no vmap "
                                                        "rule, but got a vmap over one.")
-    if isinstance(prim, _TensorScatter):
+    if not infer.operator(prim.op_name).in_place:  # TensorScatter*: the primitives and our rules' kernels
         return _tensor_scatter_rule(prim, axis_size)
     return _in_place_rule(prim, axis_size)
 

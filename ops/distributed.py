@@ -50,7 +50,7 @@ from mindspore.ops import constexpr
 from . import _grad, _kernel, infer
 from ._ascend import use_ascend_path
 from ._graph import run_in_graphs_as
-from ._kernel import ScatterKernel, in_place_updates
+from ._kernel import in_place_updates
 from ._lib import ScatterIndexError
 
 INFO_DTYPE = mstype.int64
@@ -164,55 +164,9 @@ class BatchGather(nn.Cell):
 
 # ------------------------------------------------------------------ the row-shard kernels
 
-class _ShardKernel(ScatterKernel):
-    """One row-shard entry of the aot library: (input_x = a block of rows, indices of
-    global rows, updates, shard = int64 (row_begin, global_rows)); in place with a token
-    (Scatter*, ScatterNd*) or out of place (TensorScatter*)."""
-
-    def __init__(self, op_name):
-        record = infer.operator(op_name)
-        family, token = record.family, record.in_place
-        entry = f"{op_name}_shard_token" if token else f"{op_name}_shard"
-        bprop = None if token else _grad.out_of_place_bprop(record.reduction, record.depth_one, sharded=True)
-        self._setup(op_name, family, entry, token=token, side_effect=token, bprop=bprop, sharded=True)
-
-    def _check_info(self, shape, dtype):
-        if infer.dtype_name(dtype) != "int64":
-            raise infer.op_error(TypeError, self.op_name,
-                                 f"'shard' must be an int64 tensor (row_begin, global_rows), but got "
-                                 f"{infer.dtype_name(dtype)}.")
-        if tuple(shape) not in ((2,), (-1,), (-2,)):
-            raise infer.op_error(ValueError, self.op_name,
-                                 f"'shard' must have shape (2,) (row_begin, global_rows), but got {tuple(shape)}.")
-
-    def _infer_shape(self, x_shape, indices_shape, updates_shape, shard_shape=None):
-        indices_shape = tuple(indices_shape)
-        if not infer.operator(self.op_name).depth_one and indices_shape and indices_shape[-1] == 0:
-            raise infer.op_error(ValueError, self.op_name,
-                                 f"a row-sharded 'input_x' needs index vectors of depth >= 1, but got indices "
-                                 f"of shape {indices_shape}.")
-        return super()._infer_shape(x_shape, indices_shape, updates_shape)
-
-    def _infer_dtype(self, x_dtype, indices_dtype, updates_dtype, shard_dtype=None):
-        return super()._infer_dtype(x_dtype, indices_dtype, updates_dtype)
-
-    def __infer__(self, input_x, indices, updates, shard):  # pylint: disable=arguments-differ
-        if not hasattr(shard["dtype"], "element_type"):
-            raise infer.op_error(TypeError, self.op_name, f"'shard' must be a Tensor, but got {shard['dtype']}.")
-        self._check_info(shard["shape"], shard["dtype"])
-        return super().__infer__(input_x, indices, updates)
-
-    def _convert(self, input_x, indices, updates, shard):  # pylint: disable=arguments-differ
-        if not isinstance(shard, Tensor):
-            raise infer.op_error(TypeError, self.op_name, f"'shard' must be a Tensor, but got {type(shard).__name__}.")
-        if self._token:
-            updates = in_place_updates(self.op_name, input_x, updates)
-        return super()._convert(input_x, indices, updates) + (shard,)
-
-
 def _shard_function(op):
     record = infer.operator(op)
-    kernel = _ShardKernel(op)
+    kernel = _grad.shard_kernel(op)
     if not record.in_place:
         def function(input_x, indices, updates, shard):
             return kernel(input_x, indices, updates, shard)
@@ -234,7 +188,6 @@ for _op, _record in infer.OPERATORS.items():
                    f"communication.")
     SHARD_FUNCTIONS[_name] = _fn
     _SHARD_KERNELS[_op] = _shard_kernel
-_grad.install_sharded({rec.reduction: _SHARD_KERNELS[op] for op, rec in infer.OPERATORS.items() if not rec.in_place})
 globals().update(SHARD_FUNCTIONS)
 
 
@@ -531,5 +484,3 @@ def shard_primitive(primitive, in_strategy=None, out_strategy=None, ranks=None, 
     primitive.sharded_kernel = kernel
     return primitive
 
-
-_kernel.register_shard_rule(shard_primitive)

@@ -25,7 +25,7 @@ ops/_ascend.py (out of place, then ops.assign for the in-place families: O(x) + 
 """
 import functools
 
-from . import _ascend, _docs, _grad, _kernel, infer
+from . import _ascend, _docs, _grad, _kernel, distributed, infer
 from ._graph import FunctionPath, mark_function, run_in_graphs_as
 from ._kernel import IN_PLACE_SIGNATURE, ScatterKernel, bind_arguments, check_eager_inputs, in_place_updates
 
@@ -83,7 +83,7 @@ class _InPlaceScatter(ScatterKernel):
 
     def shard(self, in_strategy=None, out_strategy=None):
         """Semi-auto parallel: a row split of input_x (ms_scatter.distributed.shard_primitive)."""
-        return _kernel.shard_rule()(self, in_strategy, out_strategy)
+        return distributed.shard_primitive(self, in_strategy, out_strategy)
 
 
 class _TensorScatter(ScatterKernel):
@@ -131,7 +131,7 @@ def _make(record):
         cls._token_kernel = kernel
     cls._function = staticmethod(aot)  # what an instance compiles as in a graph (ops/_graph.py)
     # the function's path, chosen per Python call and per compile: ops/_graph.py
-    path = FunctionPath(aot, _ascend.AscendOp(op, kernel._convert), _ascend.use_ascend_path,
+    path = FunctionPath(aot, _ascend.AscendOp(op, kernel.convert, kernel.get_bprop()), _ascend.use_ascend_path,
                         functools.partial(check_eager_inputs, op) if record.in_place else None,
                         eager=kernel.eager_call if kernel._direct is not None else None)
 
@@ -149,4 +149,3 @@ for _record in infer.OPERATORS.values():
     _cls, _fn = _make(_record)
     PRIMITIVES[_cls.__name__] = _cls
     FUNCTIONS[_fn.__name__] = _fn
-_grad.install(PRIMITIVES)

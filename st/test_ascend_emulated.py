@@ -366,7 +366,7 @@ def test_missing_package_says_how_to_build_it(monkeypatch, mode):
     monkeypatch.delenv(_ascend.EMULATION_ENV, raising=False)
     monkeypatch.delenv(_ascend.ENV, raising=False)
     assert not _ascend.package_installed()  # no CANN here, so none was built
-    op = _ascend.AscendOp("ScatterNdAdd", ms_scatter.ScatterNdAdd()._convert)
+    op = _ascend.AscendOp("ScatterNdAdd", ms_scatter.ScatterNdAdd().convert)
     x, indices, updates = _case("ScatterNdAdd")
     p = Parameter(Tensor(x), name="p")
     with pytest.raises(RuntimeError) as info:
@@ -386,7 +386,7 @@ def test_host_fallback(monkeypatch, mode, op):
     monkeypatch.delenv(_ascend.EMULATION_ENV, raising=False)
     monkeypatch.setenv(_ascend.ENV, "host")
     monkeypatch.setenv("MS_SCATTER_QUIET", "1")
-    convert = getattr(ms_scatter, op)()._convert  # pylint: disable=protected-access
+    convert = getattr(ms_scatter, op)().convert
     ascend_op = _ascend.AscendOp(op, convert)
     x, indices, updates = _case(op)
     target = target_for(op, x)

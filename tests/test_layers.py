@@ -37,6 +37,57 @@ def test_lower_layers_never_import_the_primitives(module):
     assert "primitives" not in _imports(os.path.join(OPS, module)), module
 
 
+def _relative_modules(tree):
+    """The names a module binds to ms_scatter modules by ``from . import x`` / ``from .x import y``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names
+
+
+def _hooks(path):
+    """What would let a module fill another one's names at run time: a `global` statement in a
+    lower layer, a ``register_*`` / ``install*`` entry point, a call of one on another
+    ms_scatter module (``_grad.install(...)``)."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    found = []
+    lower = os.path.basename(path) in LOWER
+    ours = _relative_modules(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Global) and lower:
+            found.append(f"line {node.lineno}: global {', '.join(node.names)}")
+        if isinstance(node, ast.FunctionDef) and node.name.startswith(("register_", "install")) \
+                and node.col_offset == 0:
+            found.append(f"line {node.lineno}: def {node.name}")
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id in ours \
+                and node.func.attr.startswith(("register_", "install")):
+            found.append(f"line {node.lineno}: {node.func.value.id}.{node.func.attr}(...)")
+    return found
+
+
+# ms_scatter's __init__ is the one place that wires layers together: distributed.py's Replicated
+# gets the 21 functions there (primitives.py imports distributed.py for primitive.shard()).
+_WIRING = {"distributed.py": ["def install"], "__init__.py": ["distributed.install(...)"]}
+
+
+@pytest.mark.parametrize("module", sorted(n for n in os.listdir(OPS) if n.endswith(".py")))
+def test_no_module_fills_another_at_run_time(module):
+    """Dependencies point one way: a module gets what it needs by importing a lower one, never
+    through a callback or a global that a higher one sets at import."""
+    allowed = _WIRING.get(module, [])
+    bad = [h for h in _hooks(os.path.join(OPS, module)) if not any(a in h for a in allowed)]
+    assert not bad, f"{module}: {bad}"
+
+
+def test_the_hook_check_finds_what_it_looks_for(tmp_path):
+    sample = tmp_path / "_grad.py"
+    sample.write_text("from . import primitives\n_X = None\n\ndef install(table):\n    global _X\n"
+                      "    _X = table\n\nprimitives.register_rule(install)\n")
+    assert len(_hooks(str(sample))) == 3
+
+
 def test_production_code_never_imports_test_helpers():
     """ms_scatter.testing (the oracle, the direct kernel caller) is for tests and benchmarks."""
     for name in sorted(os.listdir(OPS)):

@@ -42,13 +42,11 @@ std::mutex &lock_for(const void *p) {
   return stripes[(reinterpret_cast<uintptr_t>(p) >> 6) % 64];
 }
 
-// Scratch memory that a calling thread keeps between calls (a fresh vector cost an mmap,
-// page faults and a zero fill per call: ~20 us on 16384 indices), grow-only, contents
-// not initialised; a buffer much larger than the call needs is given back. Buffers of
-// 2 MiB and more are 2 MiB aligned and marked for transparent huge pages (random rows
-// of the float16 mirror are partly bound by TLB misses). On the 2-core KVM machine the
-// gain was lost in the spread between allocations: the same mirror loop on 16384 x 64
-// ran 0.19-0.35 ms depending only on which memory its buffer got.
+// Scratch memory that a calling thread keeps between calls (a fresh vector costs an mmap,
+// page faults and a zero fill per call), grow-only, contents not initialised; a buffer much
+// larger than the call needs is given back. Buffers of 2 MiB and more are 2 MiB aligned and
+// marked for transparent huge pages (random rows of the float16 mirror are partly bound by
+// TLB misses). Measurements: docs/performance.md, "Notes from the kernels".
 template <typename T>
 class Scratch {
  public:
@@ -232,8 +230,7 @@ inline void prefetch_row(const T *row, int64_t slice, int rw = 0) {
 // slice at a time, prefetching destinations a few updates ahead.
 template <typename T, typename Op>
 void apply_direct(T *dst, const T *upd, const int64_t *off, const int64_t *pos, int64_t m, int64_t slice) {
-  // Measured on 1e6 x 64 float32, 1e6 random rows: 4 ahead 32.5 ms, 8 27.5, 16 24.8, 32 24.4.
-  constexpr int64_t kAhead = 16;
+  constexpr int64_t kAhead = 16;  // the measured knee (docs/performance.md, "Notes from the kernels")
   for (int64_t q = 0; q < m; ++q) {
     const int64_t k = pos ? pos[q] : q;
     if (q + kAhead < m) prefetch_row(dst + off[pos ? pos[q + kAhead] : q + kAhead], slice, 1);
@@ -294,14 +291,9 @@ void apply_runs(T *dst, const T *upd, const int64_t *off, const int64_t *pos, in
 //   read once, no float copy of any slice;
 // - few (their float copies within kSlotBytes): each slice widened into a float slot, the
 //   updates streamed onto the slots in index order, the slots rounded back.
-// The counts stay with the calling thread, all zero between calls. Measured on the 2-core
-// Xeon (Emerald Rapids), float16 scatter_add, one thread, against the earlier split into
-// singles (one rounded step in place) and float slots for the rest: 16384 x 64 <- 16384
-// random rows 0.44 -> 0.30 ms; 16384 updates on 16 rows 0.13 -> 0.11; 2e5 x 64 <- 2e5 rows
-// (then the blocked path below) 8.8 -> 5.9 ms; 1e6 x 64 <- 1e6 rows 74 -> 62 ms. Runs
-// against slots on 16384 updates onto K rows: K = 16 0.18 vs 0.11 ms, K = 1024 (256 KiB of
-// slots) 0.18 vs 0.18, K = 4096 0.25 vs 0.32. (Singles taken in place first, then runs for
-// the others: 0.50 ms on the first case.)
+// The counts stay with the calling thread, all zero between calls. This split beat the
+// earlier one (singles in place, float slots for the rest) on every case measured, and sets
+// kSlotBytes where runs and slots cross (docs/performance.md, "Notes from the kernels").
 constexpr int64_t kCountedRows = int64_t(1) << 20;  // 4 MiB of counts
 constexpr int64_t kSlotBytes = int64_t(256) << 10;
 
@@ -406,10 +398,8 @@ void apply_grouped(T *dst, const T *upd, const int64_t *off, const int64_t *pos,
   if (dense && static_cast<uint64_t>(slice) <= UINT32_MAX) {
     // Dense beyond kCountedRows slices: counting-sort the positions (stably) into
     // destination blocks whose float accumulators fit in L2, then take each block's
-    // updates in index order.
-    // Measured single-thread, float16 scatter_add: 1e6 x 64 <- 1e6 random rows 103 -> 60 ms,
-    // 1e5 x 128 <- 1e6 rows 84 -> 55 ms, from the block-local offsets (a stream, not
-    // off[k] at random), dense blocks loaded whole, and prefetching 32 updates ahead.
+    // updates in index order: the offsets are then read as a stream, dense blocks are loaded
+    // whole, updates prefetched 32 ahead (docs/performance.md, "Notes from the kernels").
     const int64_t rows =
         std::min(span, std::max<int64_t>(1, kBlockBytes / (slice * static_cast<int64_t>(sizeof(A)))));
     const int64_t blocks = (span + rows - 1) / rows;
