@@ -27,6 +27,7 @@ from mindspore.ops.primitive import Primitive
 
 from . import infer
 from ._docs import PLATFORMS
+from ._graph import GRAPH_METHOD
 from ._kernel import ScatterKernel, _known_or_unknown
 
 _FAMILY = "UnsortedSegment"
@@ -222,17 +223,32 @@ def _function_doc(record):
     """
 
 
-class _SegmentPrimitive(Primitive):
-    """Base of UnsortedSegment*: a Primitive with its own shape and dtype inference; a call
-    (PYNATIVE, or in a graph, where it compiles as its functional form) runs the function."""
-    _op = None
-    _function = None
+class FunctionPrimitive(Primitive):
+    """Base of the segment contract's primitives: a Primitive with its own shape and dtype
+    inference whose call runs a function of this package, in PYNATIVE (``__call__``) and in a
+    graph, where MindSpore compiles the object as its method ``_ms_graph_method``
+    (ops/_graph.py). A subclass sets ``_name`` and ``_inputs`` and defines both methods; the
+    constructor's keyword arguments become primitive attributes."""
+    _name = None
+    _inputs = ()
 
-    def __init__(self):
-        super().__init__(self._op)
-        self.init_prim_io_names(inputs=["x", "segment_ids", "num_segments"], outputs=["y"])
+    def __init__(self, **kwargs):
+        super().__init__(self._name)
+        self.kwargs = kwargs
+        for key, value in kwargs.items():
+            self.add_prim_attr(key, value)
+        self.init_prim_io_names(inputs=list(self._inputs), outputs=["y"])
         self.__ms_class__ = True
-        self.__parse_method__ = "_ms_graph_method"
+        self.__parse_method__ = GRAPH_METHOD
+
+    def __deepcopy__(self, memo):
+        return type(self)(**self.kwargs)
+
+
+class _SegmentPrimitive(FunctionPrimitive):
+    """Base of UnsortedSegment*: the call runs the function `_function`."""
+    _function = None
+    _inputs = ("x", "segment_ids", "num_segments")
 
     def _ms_graph_method(self, input_x, segment_ids, num_segments):
         return self._function(input_x, segment_ids, num_segments)
@@ -241,14 +257,11 @@ class _SegmentPrimitive(Primitive):
         return type(self)._function(input_x, segment_ids, num_segments)
 
     def infer_shape(self, x_shape, ids_shape, num_segments):
-        return list(infer.segment_shape(self._op, x_shape, ids_shape, num_segments))
+        return list(infer.segment_shape(self._name, x_shape, ids_shape, num_segments))
 
     def infer_dtype(self, x_dtype, ids_dtype, num_segments_dtype=None):  # pylint: disable=unused-argument
-        infer.segment_dtype(self._op, x_dtype, ids_dtype)
+        infer.segment_dtype(self._name, x_dtype, ids_dtype)
         return x_dtype
-
-    def __deepcopy__(self, memo):
-        return type(self)()
 
 
 SCATTER_ND = infer.SCATTER_ND
@@ -332,17 +345,13 @@ def scatter_nd(indices, updates, shape):
 scatter_nd.__doc__ = scatter_nd.__doc__.replace("{platforms}", PLATFORMS)
 
 
-class ScatterNd(Primitive):
+class ScatterNd(FunctionPrimitive):
     """
     The primitive of :func:`ms_scatter.scatter_nd`: ``ScatterNd()(indices, updates, shape)``.
     """
     __module__ = "ms_scatter"
-
-    def __init__(self):
-        super().__init__(SCATTER_ND)
-        self.init_prim_io_names(inputs=["indices", "update", "shape"], outputs=["output"])
-        self.__ms_class__ = True
-        self.__parse_method__ = "_ms_graph_method"
+    _name = SCATTER_ND
+    _inputs = ("indices", "update", "shape")
 
     def _ms_graph_method(self, indices, updates, shape):  # pylint: disable=no-self-use
         return scatter_nd(indices, updates, shape)
@@ -357,9 +366,6 @@ class ScatterNd(Primitive):
         infer.scatter_nd_dtype(SCATTER_ND, indices_dtype, updates_dtype)
         return updates_dtype
 
-    def __deepcopy__(self, memo):
-        return type(self)()
-
 
 ScatterNd.__doc__ += scatter_nd.__doc__
 
@@ -370,7 +376,7 @@ for _record in infer.SEGMENT_OPERATORS.values():
     _fn, _KERNELS[_record.reduction] = _make(_record)
     SEGMENT_FUNCTIONS[_record.function] = _fn
     SEGMENT_PRIMITIVES[_record.name] = type(_record.name, (_SegmentPrimitive,), {
-        "_op": _record.name, "_function": staticmethod(_fn), "__module__": "ms_scatter",
+        "_name": _record.name, "_function": staticmethod(_fn), "__module__": "ms_scatter",
         "__doc__": f"\n    The primitive of :func:`ms_scatter.{_record.function}`: "
                    f"``{_record.name}()(input_x, segment_ids, num_segments)``.\n" + _fn.__doc__})
 _SEGMENT_SUM = _KERNELS["Add"]

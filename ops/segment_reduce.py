@@ -16,14 +16,13 @@ import numpy as np
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
-from mindspore.ops.primitive import Primitive
 
 from . import infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
 from ._kernel import _known_or_unknown
 from .primitives import FUNCTIONS
-from .segment import SEGMENT_FUNCTIONS, _num_segments_in_graph
+from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph
 
 _SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
 _PROD = SEGMENT_FUNCTIONS["unsorted_segment_prod"]
@@ -243,22 +242,8 @@ def segment_csr(src, indptr, reduce="sum", *, fill_value=0):
 
 # ------------------------------------------------------------------ the primitives
 
-class _ContractPrimitive(Primitive):
-    """A Primitive whose call (PYNATIVE, or in a graph, where it compiles as its function) runs
-    the function with the constructor's keyword arguments."""
-    _name = None
-
-    def __init__(self, **kwargs):
-        super().__init__(self._name)
-        self.kwargs = kwargs
-        for key, value in kwargs.items():
-            self.add_prim_attr(key, value)
-        self.init_prim_io_names(inputs=["src", "segment_ids", "num_segments"], outputs=["y"])
-        self.__ms_class__ = True
-        self.__parse_method__ = "_ms_graph_method"
-
-    def __deepcopy__(self, memo):
-        return type(self)(**self.kwargs)
+class _ContractPrimitive(FunctionPrimitive):
+    _inputs = ("src", "segment_ids", "num_segments")
 
 
 class SegmentReduce(_ContractPrimitive):
@@ -288,11 +273,11 @@ class SegmentReduce(_ContractPrimitive):
 class SegmentCsr(_ContractPrimitive):
     """The primitive of :func:`ms_scatter.segment_csr`: ``SegmentCsr(reduce, fill_value)(src, indptr)``."""
     _name = "SegmentCsr"
+    _inputs = ("src", "indptr")
 
     def __init__(self, reduce="sum", fill_value=0):
         infer.check_segment_reduce(self._name, reduce)
         super().__init__(reduce=reduce, fill_value=fill_value)
-        self.init_prim_io_names(inputs=["src", "indptr"], outputs=["y"])
         self.reduce, self.fill_value = reduce, fill_value
 
     def _ms_graph_method(self, src, indptr):
