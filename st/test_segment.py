@@ -17,7 +17,7 @@ from ms_scatter.infer import SEGMENT_OPERATORS, VALUE_DTYPES
 from ms_scatter.reference import OracleIndexError, segment_fill, segment_oracle
 from ms_scatter.testing import np_dtype
 
-from .helpers import assert_same, numeric_gradient
+from .helpers import assert_same, graph_covers, numeric_gradient
 
 RECORDS = list(SEGMENT_OPERATORS.values())
 FUNCTIONS = [r.function for r in RECORDS]
@@ -63,6 +63,7 @@ def _case(rng, record, dtype, ids_shape, rest=(3,), num_segments=5):
 @pytest.mark.parametrize("dtype", VALUE_DTYPES)
 @pytest.mark.parametrize("record", RECORDS, ids=lambda r: r.name)
 def test_matches_the_oracle(mode, record, dtype, index_dtype):
+    graph_covers(mode, dtype, index_dtype)
     rng = np.random.default_rng(_seed(record.name, dtype, index_dtype, mode))
     for ids_shape, rest in (((7,), (3,)), ((3, 2), (2,)), ((6,), ())):
         x, ids = _case(rng, record, dtype, ids_shape, rest)

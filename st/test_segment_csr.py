@@ -14,11 +14,7 @@ from ms_scatter.infer import SEGMENT_REDUCES, VALUE_DTYPES
 from ms_scatter.reference import segment_reduce_oracle
 from ms_scatter.testing import is_float, np_dtype
 
-from .helpers import assert_same, numeric_gradient
-
-
-# In GRAPH mode (a compile per case), the dtypes of each kind: the rest run in PYNATIVE.
-GRAPH_DTYPES = ("float32", "float64", "bfloat16", "int32", "uint8")
+from .helpers import assert_same, graph_covers, numeric_gradient
 
 
 def _seed(*parts):
@@ -64,8 +60,7 @@ def _case(rng, reduce, dtype, rows=7, rest=(3,)):
 @pytest.mark.parametrize("dtype", VALUE_DTYPES)
 @pytest.mark.parametrize("reduce", SEGMENT_REDUCES)
 def test_matches_the_oracle(mode, reduce, dtype):
-    if mode == "GRAPH" and dtype not in GRAPH_DTYPES:
-        pytest.skip("segment_reduce, which segment_csr runs, is tested on every dtype in GRAPH mode")
+    graph_covers(mode, dtype)
     rng = np.random.default_rng(_seed(reduce, dtype, mode))
     src, indptr = _case(rng, reduce, dtype)
     fill = 0 if reduce == "sum" else 2

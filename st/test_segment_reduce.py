@@ -16,7 +16,7 @@ from ms_scatter.segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
 from ms_scatter.segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES
 from ms_scatter.testing import is_float, np_dtype
 
-from .helpers import assert_same, numeric_gradient
+from .helpers import assert_same, graph_covers, numeric_gradient
 
 N = 5
 
@@ -55,6 +55,7 @@ def _run(mode, fn, x, ids, *args, **kwargs):
 @pytest.mark.parametrize("dtype", VALUE_DTYPES)
 @pytest.mark.parametrize("reduce", SEGMENT_REDUCES)
 def test_segment_reduce_matches_the_oracle(mode, reduce, dtype):
+    graph_covers(mode, dtype)
     rng = np.random.default_rng(_seed("reduce", reduce, dtype, mode))
     x, ids = _case(rng, dtype, reduce=reduce)
     for fill in (0, 3):
