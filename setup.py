@@ -56,7 +56,8 @@ def version():
 
 # What `sphinx-build -W docs` needs (the docs extra; the test extra too, so that the README's test
 # command builds the site): versions that run on Python 3.9-3.12.
-DOCS_REQUIRES = ["sphinx==7.4.7", "myst-parser==3.0.1", "furo==2024.8.6"]
+# (sphinx-mathjax-offline: MathJax ships inside the site, so formulas render offline)
+DOCS_REQUIRES = ["sphinx==7.4.7", "myst-parser==3.0.1", "furo==2024.8.6", "sphinx-mathjax-offline==0.0.2"]
 
 
 class BuildKernels(build_ext):

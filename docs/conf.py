@@ -21,6 +21,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax copied into the site: formulas render from a local copy, offline
     "myst_parser",
     "ms_scatter_api",
 ]

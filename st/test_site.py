@@ -79,6 +79,16 @@ def test_every_callable_has_its_page(site):
         assert f'href="{name}.html#ms_scatter.{name}"' in index, name  # the family table links every page
 
 
+def test_formulas_render_offline(site):
+    """MathJax is part of the site (no CDN): an operator page with a formula loads it locally."""
+    _, html_dir = site
+    text = (html_dir / "api" / "ops" / "ScatterAdd.html").read_text()
+    scripts = re.findall(r'<script[^>]*src="([^"]*mathjax[^"]*)"', text, re.I)
+    assert scripts and all(not s.startswith(("http:", "https:", "//")) for s in scripts), scripts
+    assert all((html_dir / "api" / "ops" / s.split("?")[0]).resolve().is_file() for s in scripts), scripts
+    assert "\\(" in text or "math" in text
+
+
 def test_every_public_name_is_documented(site):
     """Each name of ms_scatter.__all__, and ms_scatter.distributed's classes and row-shard functions, has an
     entry."""
