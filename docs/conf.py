@@ -20,6 +20,7 @@ version = release
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",  # [source] links to the module that defines each documented object
     "sphinx.ext.mathjax",
     "sphinx-mathjax-offline",  # MathJax copied into the site: formulas render from a local copy, offline
     "myst_parser",
