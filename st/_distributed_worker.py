@@ -20,10 +20,11 @@ import mindspore as ms
 import numpy as np
 from mindspore import Parameter, Tensor, nn, ops
 
+from ms_scatter import infer
 from ms_scatter.testing import split_op
 
 MODES = ("PYNATIVE", "GRAPH")
-REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
+REDUCTIONS = infer.REDUCTIONS  # the one list (ms_scatter.infer)
 WORLD = 2  # ranks of the distributed run; the single run concatenates their batches
 ROWS = 11  # table rows: blocks of 6 and 5 rows
 CHECKS = tuple(f"{name}_{mode}" for mode in MODES for name in (

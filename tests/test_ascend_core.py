@@ -33,7 +33,7 @@ import zlib
 import numpy as np
 import pytest
 
-from ms_scatter import _lib
+from ms_scatter import _lib, infer
 from ms_scatter.testing import call_kernel, kernel_library, oracle, random_case, split_op
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,7 +41,7 @@ _spec = importlib.util.spec_from_file_location("_ms_scatter_ascend_build", os.pa
 ascend_build = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(ascend_build)
 
-REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
+REDUCTIONS = infer.REDUCTIONS  # the one list (ms_scatter.infer)
 ASCEND_DTYPES = ("float16", "float32", "int8", "int16", "int32", "int64", "uint8")  # no float64 on an AI core
 REAL_UB = 192 * 1024  # Atlas A2 vector core
 

@@ -14,9 +14,10 @@ bytes), as well as an odd element offset.
 import numpy as np
 import pytest
 
+from ms_scatter import infer
 from ms_scatter.testing import KernelCall, kernel_library, np_dtype, oracle
 
-REDUCTIONS = ("Add", "Sub", "Mul", "Div", "Max", "Min", "Update")
+REDUCTIONS = infer.REDUCTIONS  # the one list (ms_scatter.infer)
 FLOATS = ("float16", "bfloat16", "float32", "float64")
 
 
