@@ -124,12 +124,15 @@ OWN_ENTRY_OPERATORS = tuple(SEGMENT_OPERATORS) + (SCATTER_ND,)
 
 def segment_shape(op, x_shape, ids_shape, num_segments):
     """unsorted_segment_*: segment_ids.shape is a prefix of input_x.shape; the output is
-    (num_segments,) + input_x.shape[segment_ids.ndim:]. num_segments: an int > 0."""
+    (num_segments,) + input_x.shape[segment_ids.ndim:]. num_segments: an int > 0, or None in a
+    graph where it is known only at run time (the output's first dimension is then -1)."""
     x_shape, ids_shape = tuple(x_shape), tuple(ids_shape)
-    if isinstance(num_segments, bool) or not isinstance(num_segments, int):
+    if num_segments is None:
+        num_segments = -1
+    elif isinstance(num_segments, bool) or not isinstance(num_segments, int):
         raise op_error(TypeError, op, f"'num_segments' must be an int (or a 0-d integer Tensor whose value is "
                                       f"known), but got {type(num_segments).__name__}.")
-    if num_segments <= 0:
+    elif num_segments <= 0:
         raise op_error(ValueError, op, f"'num_segments' must be greater than 0, but got {num_segments}.")
     for name, shape in (("input_x", x_shape), ("segment_ids", ids_shape)):
         check_rank(op, name, shape)

@@ -81,11 +81,7 @@ def _num_segments(op, num_segments):
                                              "constant Tensor): a Tensor passed as an input of the graph has no "
                                              "value then.")
     if isinstance(num_segments, Tensor):
-        if num_segments.size != 1 or num_segments.dtype not in (mstype.int32, mstype.int64):
-            raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a one-element int32/int64 "
-                                                f"Tensor, but got a Tensor of shape {tuple(num_segments.shape)} "
-                                                f"and dtype {num_segments.dtype}.")
-        value = int(num_segments.asnumpy().reshape(()))
+        value = _num_segments_value(op, num_segments)
         if value <= 0:
             # (a Tensor that is an input of a graph reaches the compiler as a placeholder of value 0)
             raise infer.op_error(ValueError, op, f"'num_segments' must be greater than 0, but got {value}; in a "
@@ -160,14 +156,72 @@ def _segment_bprop(reduction):
     return bprop
 
 
+@constexpr
+def _graph_num_segments(op, num_segments):
+    """In a graph: num_segments as an int when its value is known when the graph compiles,
+    else None (a Tensor that is an input of the graph, a dimension of a dynamic shape): the
+    output's number of rows is then read at run time."""
+    if num_segments is None:
+        return None
+    if isinstance(num_segments, Tensor):
+        value = _num_segments_value(op, num_segments)
+        # (a Tensor that is an input of a graph reaches the compiler as a placeholder of value 0)
+        return value if value > 0 else None
+    return num_segments
+
+
+def _num_segments_value(op, num_segments):
+    if num_segments.size != 1 or num_segments.dtype not in (mstype.int32, mstype.int64):
+        raise infer.op_error(TypeError, op, f"'num_segments' must be an int or a one-element int32/int64 "
+                                            f"Tensor, but got a Tensor of shape {tuple(num_segments.shape)} "
+                                            f"and dtype {num_segments.dtype}.")
+    return int(num_segments.asnumpy().reshape(()))
+
+
+def _rows(num_segments):
+    """A run-time num_segments (a Tensor, or a scalar of a dynamic shape) as an int64 (1,)."""
+    if isinstance(num_segments, Tensor):
+        return ops.reshape(ops.cast(num_segments, mstype.int64), (1,))
+    return ops.reshape(ops.scalar_to_tensor(num_segments, mstype.int64), (1,))
+
+
+class _SegmentPath:
+    """One segment function's two paths: a Python call (PYNATIVE) reads num_segments' value;
+    a graph (ops/_graph.py: the object compiles as _ms_graph_method) folds it where it is
+    known when the graph compiles, and otherwise takes the output's number of rows from it at
+    run time (as MindSpore's unsorted_segment_* do: a Tensor input of the graph, a dimension of
+    a dynamic shape)."""
+    __ms_class__ = True
+    __parse_method__ = GRAPH_METHOD
+
+    def __init__(self, op, fill, kernel):
+        self.op, self.fill, self.kernel = op, fill, kernel
+
+    def __call__(self, input_x, segment_ids, num_segments):
+        n = _num_segments(self.op, num_segments)
+        shape, value = _plan(self.op, input_x.shape, segment_ids.shape, n, input_x.dtype, segment_ids.dtype,
+                             self.fill)
+        return self.kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
+
+    def _ms_graph_method(self, input_x, segment_ids, num_segments):
+        n = _graph_num_segments(self.op, num_segments)
+        shape, value = _plan(self.op, input_x.shape, segment_ids.shape, n, input_x.dtype, segment_ids.dtype,
+                             self.fill)
+        if n is None:
+            size = ops.concat((_rows(num_segments), ops.dyn_shape(input_x)[segment_ids.ndim:]))
+            filled = ops.zeros(size, value.dtype) + value
+            if value.dtype != input_x.dtype:
+                filled = ops.cast(filled, input_x.dtype)
+            return self.kernel(filled, segment_ids, input_x)
+        return self.kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
+
+
 def _make(record):
     kernel = _SegmentKernel(record.name, record.reduction)
-    op, fill = record.name, record.fill
+    path = _SegmentPath(record.name, record.fill, kernel)
 
     def function(input_x, segment_ids, num_segments):
-        shape, value = _plan(op, input_x.shape, segment_ids.shape, _num_segments_in_graph(op, num_segments),
-                             input_x.dtype, segment_ids.dtype, fill)
-        return kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
+        return path(input_x, segment_ids, num_segments)
 
     function.__name__ = function.__qualname__ = record.function
     function.__doc__ = _function_doc(record)
@@ -190,8 +244,10 @@ def _function_doc(record):
     Args:
         input_x (Tensor): of dtype {', '.join(infer.VALUE_DTYPES)}.
         segment_ids (Tensor): int32 or int64; its shape is a prefix of `input_x`'s.
-        num_segments (Union[int, Tensor]): the number of segments, > 0 (an int, or a 0-d integer
-            Tensor whose value is known when the graph compiles).
+        num_segments (Union[int, Tensor]): the number of segments, > 0: an int, or a 0-d (or
+            shape (1,)) int32/int64 Tensor. In a graph it may be known only at run time (a
+            Tensor input of the graph, a dimension of a dynamic shape): the output's first
+            dimension is then dynamic.
 
     Returns:
         Tensor of shape ``(num_segments,) + input_x.shape[segment_ids.ndim:]`` and the dtype of

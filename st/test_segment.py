@@ -307,12 +307,43 @@ def test_num_segments_as_a_one_element_tensor():
 
 
 class _TensorCount(nn.Cell):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
     def construct(self, x, ids, n):
-        return ms_scatter.unsorted_segment_sum(x, ids, n)
+        return self.fn(x, ids, n)
+
+
+class _ShapeCount(nn.Cell):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def construct(self, x, ids, unique):
+        return self.fn(x, ids, ops.shape(unique)[0])
 
 
 @pytest.mark.parametrize("mode", ["GRAPH"], indirect=True)
-def test_a_graph_input_num_segments_says_it_must_be_known_at_compile_time(mode):
-    with pytest.raises(ValueError, match="must be known when the graph compiles"):
-        _TensorCount()(Tensor(np.ones((3, 2), np.float32)), Tensor(np.array([0, 1, 1], np.int32)),
-                       Tensor(2, ms.int32))
+@pytest.mark.parametrize("fn", ["unsorted_segment_sum", "unsorted_segment_max"])
+def test_num_segments_known_only_at_run_time(mode, fn):
+    """num_segments a Tensor input of the graph, or a dimension of a dynamic shape (MindSpore's
+    sparse optimizers pass the number of unique ids): the output's rows are read at run time,
+    one graph for every value."""
+    record = next(r for r in RECORDS if r.function == fn)
+    op = getattr(ms_scatter, fn)
+    by_input = _TensorCount(op)
+    by_shape = _ShapeCount(op)
+    by_shape.set_inputs(Tensor(shape=[None, 2], dtype=ms.float64), Tensor(shape=[None], dtype=ms.int32),
+                        Tensor(shape=[None], dtype=ms.int32))
+    for n, rows in ((3, 5), (6, 4)):
+        rng = np.random.default_rng(_seed("runtime-n", fn, n))
+        x, ids = _case(rng, record, "float64", (rows,), rest=(2,), num_segments=n)
+        expected = segment_oracle(record.reduction, x, ids, n, segment_fill(record.fill, np.float64))
+        out = by_input(Tensor(x), Tensor(ids.astype(np.int32)), Tensor(n, ms.int32))
+        assert_same(out.asnumpy(), expected, f"{fn}: num_segments {n} as a graph input")
+        out = by_shape(Tensor(x), Tensor(ids.astype(np.int32)), Tensor(np.arange(n, dtype=np.int32)))
+        assert_same(out.asnumpy(), expected, f"{fn}: num_segments {n} from a dynamic shape")
+    with pytest.raises(RuntimeError):
+        by_input(Tensor(np.ones((3, 2))), Tensor(np.array([0, 2, 1], np.int32)), Tensor(2, ms.int32))
+    assert "'segment_ids' must be < num_segments (2)" in ms_scatter.last_error()[1]
