@@ -45,11 +45,13 @@ def _load():
     from .primitives import FUNCTIONS, PRIMITIVES
     from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
     from .segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES
+    from .message_passing import MESSAGE_FUNCTIONS, MESSAGE_PRIMITIVES
 
     distributed.install(FUNCTIONS)  # Replicated's methods (distributed.py does not import primitives.py)
     names = {name: value for name, value in locals().items()
              if not name.endswith(("FUNCTIONS", "PRIMITIVES"))}
-    tables = (PRIMITIVES, FUNCTIONS, SEGMENT_PRIMITIVES, SEGMENT_FUNCTIONS, CONTRACT_PRIMITIVES, CONTRACT_FUNCTIONS)
+    tables = (PRIMITIVES, FUNCTIONS, SEGMENT_PRIMITIVES, SEGMENT_FUNCTIONS, CONTRACT_PRIMITIVES, CONTRACT_FUNCTIONS,
+              MESSAGE_PRIMITIVES, MESSAGE_FUNCTIONS)
     for table in tables:
         names.update(table)
     globals().update(names)

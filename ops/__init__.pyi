@@ -293,3 +293,19 @@ def segment_reduce(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Te
 
 def segment_softmax(src: Tensor, segment_ids: Tensor, num_segments: Union[int, Tensor]) -> Tensor:
     """The softmax over the rows of each segment, per trailing element, shifted by the segment's"""
+
+class Gsddmm(Primitive):
+    """The primitive of :func:`ms_scatter.gsddmm`: ``Gsddmm(op)(x_u, x_v, src, dst)``."""
+    def __init__(self, op: str = 'dot') -> None: ...
+    def __call__(self, x_u: Tensor, x_v: Tensor, src: Tensor, dst: Tensor) -> Tensor: ...
+
+class Gspmm(Primitive):
+    """The primitive of :func:`ms_scatter.gspmm`: ``Gspmm(reduce)(x, src, dst, num_nodes, edge_weight=None)``."""
+    def __init__(self, reduce: str = 'sum') -> None: ...
+    def __call__(self, x: Tensor, src: Tensor, dst: Tensor, num_nodes: Union[int, Tensor], edge_weight: Optional[Tensor] = None) -> Tensor: ...
+
+def gsddmm(x_u: Tensor, x_v: Tensor, src: Tensor, dst: Tensor, op: str = 'dot') -> Tensor:
+    """The generalized sampled dense-dense product of message passing: per edge e,"""
+
+def gspmm(x: Tensor, src: Tensor, dst: Tensor, num_nodes: Union[int, Tensor], edge_weight: Optional[Tensor] = None, reduce: str = 'sum') -> Tensor:
+    """The generalized sparse-dense product of message passing: each node reduces the features"""

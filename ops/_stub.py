@@ -106,6 +106,20 @@ def stub_text():
                                  "fill_value: Union[int, float] = 0"}.get(name, rows)
         out.append(f"\ndef {name}({inputs}) -> {returns.get(name, 'Tensor')}:")
         out.append(f'    """{_summary(CONTRACT_FUNCTIONS[name])}"""')
+    from .message_passing import MESSAGE_FUNCTIONS, MESSAGE_PRIMITIVES  # pylint: disable=import-outside-toplevel
+    message = {"Gspmm": ("reduce: str = 'sum'", "x: Tensor, src: Tensor, dst: Tensor, num_nodes: Union[int, Tensor], "
+                                                "edge_weight: Optional[Tensor] = None"),
+               "Gsddmm": ("op: str = 'dot'", "x_u: Tensor, x_v: Tensor, src: Tensor, dst: Tensor")}
+    for name in sorted(MESSAGE_PRIMITIVES):
+        init, call = message[name]
+        out.append(f"\nclass {name}(Primitive):")
+        out.append(f'    """{_summary(MESSAGE_PRIMITIVES[name])}"""')
+        out.append(f"    def __init__(self, {init}) -> None: ...")
+        out.append(f"    def __call__(self, {call}) -> Tensor: ...")
+    for name in sorted(MESSAGE_FUNCTIONS):
+        init, call = message[name.capitalize()]
+        out.append(f"\ndef {name}({call}, {init}) -> Tensor:")
+        out.append(f'    """{_summary(MESSAGE_FUNCTIONS[name])}"""')
     return "\n".join(out) + "\n"
 
 

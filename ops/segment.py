@@ -20,7 +20,7 @@ segment's other rows (zeros included); max/min split a segment's gradient evenly
 rows that tie for its value; a dropped row gets none; segment_ids and num_segments none.
 """
 import numpy as np
-from mindspore import Tensor, ops
+from mindspore import Tensor, nn, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 from mindspore.ops.primitive import Primitive
@@ -437,3 +437,20 @@ for _record in infer.SEGMENT_OPERATORS.values():
                    f"``{_record.name}()(input_x, segment_ids, num_segments)``.\n" + _fn.__doc__})
 _SEGMENT_SUM = _KERNELS["Add"]
 _SEGMENT_PROD = _KERNELS["Mul"]
+
+
+class _GatherRows(nn.Cell):
+    """``ops.gather(x, rows, 0)`` whose gradient is our own segment sum of the output's gradient
+    over `rows` (MindSpore's Gather gradient runs its UnsortedSegmentSum). `rows` must be in
+    [0, x.shape[0])."""
+
+    def construct(self, x, rows):
+        return ops.gather(x, rows, 0)
+
+    def bprop(self, x, rows, out, dout):  # pylint: disable=unused-argument
+        return _SEGMENT_SUM_FUNCTION(dout, rows, x.shape[0]), ops.zeros_like(rows)
+
+
+_SEGMENT_SUM_FUNCTION = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
+gather_rows = _GatherRows()
+

@@ -22,7 +22,7 @@ from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
 from ._kernel import _known_or_unknown
 from .primitives import FUNCTIONS
-from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph
+from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, gather_rows
 
 _SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
 _PROD = SEGMENT_FUNCTIONS["unsorted_segment_prod"]
@@ -167,7 +167,7 @@ def segment_softmax(src, segment_ids, num_segments):
     keep = ops.broadcast_to(_per_segment(kept, x), x.shape)
     shift = ops.gather(_MAX(ops.stop_gradient(x), segment_ids, n), rows, 0)
     e = ops.select(keep, ops.exp(ops.select(keep, x - shift, ops.zeros_like(x))), ops.zeros_like(x))
-    total = ops.gather(_SUM(e, segment_ids, n), rows, 0)
+    total = gather_rows(_SUM(e, segment_ids, n), rows)  # (its gradient: our segment sum)
     y = e / ops.select(keep, total, ops.ones_like(total))
     return ops.cast(y, dtype)
 

@@ -11,6 +11,7 @@ from mindspore import Tensor, nn
 
 import ms_scatter
 from ms_scatter.infer import SEGMENT_REDUCES, VALUE_DTYPES
+from ms_scatter.message_passing import MESSAGE_FUNCTIONS, MESSAGE_PRIMITIVES
 from ms_scatter.reference import segment_arg_oracle, segment_reduce_oracle, segment_softmax_oracle
 from ms_scatter.segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
 from ms_scatter.segment_reduce import CONTRACT_FUNCTIONS, CONTRACT_PRIMITIVES
@@ -200,7 +201,8 @@ def test_primitive_refuses_an_unknown_reduce():
         ms_scatter.SegmentReduce("median")
 
 
-SEGMENT_CALLABLES = sorted({**SEGMENT_FUNCTIONS, **SEGMENT_PRIMITIVES, **CONTRACT_FUNCTIONS, **CONTRACT_PRIMITIVES})
+SEGMENT_CALLABLES = sorted({**SEGMENT_FUNCTIONS, **SEGMENT_PRIMITIVES, **CONTRACT_FUNCTIONS, **CONTRACT_PRIMITIVES,
+                            **MESSAGE_FUNCTIONS, **MESSAGE_PRIMITIVES})
 
 
 @pytest.mark.parametrize("name", SEGMENT_CALLABLES)

@@ -32,7 +32,7 @@ def test_public_names_are_the_documented_ones():
     modules = {name for name in public if isinstance(getattr(ms_scatter, name), types.ModuleType)}
     assert public - (modules - set(ms_scatter.__all__)) == set(ms_scatter.__all__)
     assert modules <= {"distributed", "infer", "kernels", "patch", "primitives", "reference", "seed_examples",
-                       "segment", "segment_reduce", "testing"}, modules
+                       "segment", "segment_reduce", "message_passing", "testing"}, modules
 
 
 def test_installed_package_ships_the_stub():
