@@ -20,8 +20,8 @@ destinations), random sources. Columns (ms per call; a ratio > 1: ours faster):
             (amax scatter, exp, index_add, gather)
 
 Rows: segment_reduce sum and max on unsorted and sorted ids, segment_csr sum (sorted, from an
-indptr), segment_argmax against segment_reduce max (the contract's 1.2x), and
-segment_softmax on E x 8.
+indptr), segment_argmax against segment_reduce max (the contract's 1.2x), segment_softmax on
+E x 8, and gspmm sum (not fused yet) against MindSpore's Gather + unsorted_segment_sum.
 """
 import argparse
 import os
@@ -141,6 +141,13 @@ def _rows(x_np, ids_np, n, peers):
     rows["csr sum (vs sum sorted)"] = {"ours-py": lambda: ms_scatter.segment_csr(st, pt, "sum"),
                                        "ours-py sum sorted": lambda: ms_scatter.segment_reduce(
                                            st, Tensor(sorted_ids), n, "sum")}
+    rng = np.random.default_rng(1)
+    h = Tensor(rng.standard_normal((n, x_np.shape[1])).astype(np.float32))
+    src = Tensor(rng.integers(0, n, len(ids_np)).astype(np.int32))
+    dst = Tensor(ids_np)
+    rows["gspmm sum (not fused)"] = {
+        "ours-py": lambda: ms_scatter.gspmm(h, src, dst, n),
+        "ms-py gather+uss": lambda: ops.unsorted_segment_sum(ops.gather(h, src, 0), dst, n)}
     xt, it = Tensor(x_np), Tensor(ids_np)
     rows["argmax (vs max)"] = {"ours-py": lambda: ms_scatter.segment_argmax(xt, it, n),
                                "ours-py max": lambda: ms_scatter.segment_reduce(xt, it, n, "max")}
