@@ -3,7 +3,10 @@
 What is replaced (the *sites*), found by introspection of the running MindSpore:
 
 * MindSpore's 21 classes (``ScatterAdd`` ... ``TensorScatterUpdate``) and 20 functions
-  (``scatter_add`` ... ``tensor_scatter_update``; ``scatter_sub`` it lacks) are looked up
+  (``scatter_add`` ... ``tensor_scatter_update``; ``scatter_sub`` it lacks), and its unsorted
+  segment operators (``UnsortedSegmentSum / Prod / Max / Min``, ``unsorted_segment_sum`` ...,
+  ops/segment.py; not ``scatter_nd``, which MindSpore's Tensor item assignment calls on bool
+  tensors) are looked up
   in its public namespaces (``HOMES``); every attribute of a loaded ``mindspore`` module
   that *is* one of them (``ops.operations``, ``ops.functional``, ``ops.function.array_func``,
   ``ops.auto_generate``, aliases such as ``ops.tensor_method.tensor_scatter_add``) becomes
@@ -37,11 +40,26 @@ import warnings
 from . import infer
 from ._compat import STANDARD_METHOD
 from ._lib import call_counts
-from .primitives import FUNCTIONS, PRIMITIVES
+from .primitives import FUNCTIONS as _FAMILY_FUNCTIONS, PRIMITIVES as _FAMILY_PRIMITIVES
+from .segment import SEGMENT_FUNCTIONS, SEGMENT_PRIMITIVES
 
-OPS = tuple(infer.OPERATORS)
+# What a patch routes: the family's 21 classes and 20 functions, and MindSpore's unsorted
+# segment operators (UnsortedSegmentSum/Prod/Max/Min and their functions). Not scatter_nd:
+# MindSpore's own Tensor item assignment calls it on every dtype, bool included, which the
+# family's kernels do not take.
+_SEGMENT_ROUTED = tuple(infer.SEGMENT_OPERATORS)
+PRIMITIVES = {**_FAMILY_PRIMITIVES, **{op: SEGMENT_PRIMITIVES[op] for op in _SEGMENT_ROUTED}}
 FUNCTION_OF = {op: record.function for op, record in infer.OPERATORS.items()}
+FUNCTION_OF.update({op: infer.SEGMENT_OPERATORS[op].function for op in _SEGMENT_ROUTED})
+FUNCTIONS = {**_FAMILY_FUNCTIONS, **{FUNCTION_OF[op]: SEGMENT_FUNCTIONS[FUNCTION_OF[op]] for op in _SEGMENT_ROUTED}}
+OPS = tuple(PRIMITIVES)
 OP_OF = {fn: op for op, fn in FUNCTION_OF.items()}
+
+
+def _in_place(op):
+    """Whether `op` is an in-place operator of the family (its class takes use_locking)."""
+    record = infer.OPERATORS.get(op)
+    return record is not None and record.in_place
 
 # Where MindSpore's own objects are looked up (their aliases elsewhere are found by
 # identity), and where a name MindSpore lacks is added.
@@ -66,8 +84,8 @@ _LOCK = threading.RLock()
 
 def _wants_use_locking(function_name):
     """MindSpore's scatter_nd_* functions take ``use_locking=False`` after the inputs."""
-    record = infer.operator(OP_OF[function_name])
-    return record.in_place and not record.depth_one
+    record = infer.OPERATORS.get(OP_OF[function_name])
+    return record is not None and record.in_place and not record.depth_one
 
 
 def _adapter(name):
@@ -122,7 +140,7 @@ class _Replacements:
         key = (op, use_locking)
         if key not in self.instances:
             cls = PRIMITIVES[op]
-            self.instances[key] = cls(bool(use_locking)) if infer.operator(op).in_place else cls()
+            self.instances[key] = cls(bool(use_locking)) if _in_place(op) else cls()
         return self.instances[key]
 
     def method(self, name, fallback):
@@ -380,7 +398,7 @@ class Handle:
         if role == "instance" and op in self._classes:
             try:
                 cls = self._classes[op]
-                return cls(bool(use_locking)) if infer.operator(op).in_place else cls()
+                return cls(bool(use_locking)) if _in_place(op) else cls()
             except Exception:  # noqa: BLE001 - hidden or changed: keep ours
                 return _KEEP
         return _KEEP

@@ -21,7 +21,7 @@ import threading
 import mindspore as ms
 import numpy as np
 import pytest
-from mindspore import Parameter, Tensor, ops
+from mindspore import Parameter, Tensor, nn, ops
 
 import ms_scatter
 from ms_scatter import _patch, infer
@@ -231,6 +231,38 @@ def test_patch_replaces_every_site_and_unpatch_restores_exactly():
     assert ops.ScatterAdd is original_add and ops.tensor_scatter_max is original_fn
     assert not hasattr(ops, "scatter_sub")
     assert _compare(before, _snapshot()) == []
+
+
+@pytest.mark.parametrize("mode", ["PYNATIVE", "GRAPH"], indirect=True)
+def test_unsorted_segment_names_run_ours_under_the_patch(mode):
+    """MindSpore's unsorted segment class, function and Tensor method run our kernels under
+    the patch (in a graph too), with MindSpore's results where the policies agree; unpatch
+    puts MindSpore's back. scatter_nd stays MindSpore's (its Tensor item assignment takes bool)."""
+    x = Tensor(np.arange(8, dtype=np.float32).reshape(4, 2))
+    ids = Tensor(np.array([0, 2, -1, 0], np.int32))
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.op = ops.UnsortedSegmentSum()
+
+        def construct(self, a, i):
+            return self.op(a, i, 3), ops.unsorted_segment_max(a, i, 3), a.unsorted_segment_min(i, 3)
+
+    expected = [o.asnumpy() for o in Net()(x, ids)]
+    original = ops.UnsortedSegmentSum
+    with ms_scatter.patched():
+        assert ops.UnsortedSegmentSum is ms_scatter.UnsortedSegmentSum
+        assert ops.unsorted_segment_max is ms_scatter.unsorted_segment_max
+        assert ops.scatter_nd is not ms_scatter.scatter_nd
+        before = ms_scatter.call_counts()
+        got = [o.asnumpy() for o in Net()(x, ids)]
+        after = ms_scatter.call_counts()
+    assert ops.UnsortedSegmentSum is original
+    for op in ("UnsortedSegmentSum", "UnsortedSegmentMax", "UnsortedSegmentMin"):
+        assert after.get(op, 0) == before.get(op, 0) + 1, op
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
 
 
 def _together(n, fn):
