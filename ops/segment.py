@@ -49,8 +49,7 @@ def _fill_value(fill, dtype_name):
     return -big if fill == "lowest" else big
 
 
-@constexpr
-def _plan(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
+def _plan_now(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
     """(output shape, the fill as a 0-d Tensor) of one call, after the operator's rules
     (folded at compile time in a graph). The fill is a Tensor of input_x's dtype (a Python
     float would pass through float32 in a graph: float64's lowest value would become -inf),
@@ -62,6 +61,10 @@ def _plan(op, x_shape, ids_shape, num_segments, x_dtype, ids_dtype, fill):
         raise infer.op_error(ValueError, op, f"the ranks of 'input_x' and 'segment_ids' must be known when the graph "
                                              f"compiles, but got input_x {x_shape} and segment_ids {ids_shape}.")
     return shape, Tensor(_fill_value(fill, name), mstype.float32 if name == "bfloat16" else x_dtype)
+
+
+# (in a graph, folded at compile time; a Python call runs _plan_now itself)
+_plan = constexpr(_plan_now)
 
 
 @constexpr
@@ -185,6 +188,22 @@ def _rows(num_segments):
     return ops.reshape(ops.scalar_to_tensor(num_segments, mstype.int64), (1,))
 
 
+_PLANS = {}
+
+
+def _python_plan(*key):
+    """_plan_now for a Python call, kept per signature. Kept, not made per call: MindSpore
+    2.7.1's jit(capture_mode="trace") records an op's arguments by identity, and a shape tuple
+    freed after the call let a traced function's own result tuple, made at the same address,
+    be taken for it (the function returned (3, 2) instead of its tensors)."""
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan_now(*key)
+    return plan
+
+
 class _SegmentPath:
     """One segment function's two paths: a Python call (PYNATIVE) reads num_segments' value;
     a graph (ops/_graph.py: the object compiles as _ms_graph_method) folds it where it is
@@ -199,9 +218,12 @@ class _SegmentPath:
 
     def __call__(self, input_x, segment_ids, num_segments):
         n = _num_segments(self.op, num_segments)
-        shape, value = _plan(self.op, input_x.shape, segment_ids.shape, n, input_x.dtype, segment_ids.dtype,
-                             self.fill)
-        return self.kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
+        shape, value = _python_plan(self.op, tuple(input_x.shape), tuple(segment_ids.shape), n, input_x.dtype,
+                                    segment_ids.dtype, self.fill)
+        filled = ops.broadcast_to(value, shape)  # (every shape is known in a Python call)
+        if value.dtype != input_x.dtype:
+            filled = ops.cast(filled, input_x.dtype)
+        return self.kernel(filled, segment_ids, input_x)
 
     def _ms_graph_method(self, input_x, segment_ids, num_segments):
         n = _graph_num_segments(self.op, num_segments)
