@@ -228,9 +228,6 @@ class Gspmm(FunctionPrimitive):
     def _ms_graph_method(self, x, src, dst, num_nodes, edge_weight=None):
         return gspmm(x, src, dst, num_nodes, edge_weight, self.reduce)
 
-    def __call__(self, x, src, dst, num_nodes, edge_weight=None):
-        return gspmm(x, src, dst, num_nodes, edge_weight, self.reduce)
-
 
 class Gsddmm(FunctionPrimitive):
     """The primitive of :func:`ms_scatter.gsddmm`: ``Gsddmm(op)(x_u, x_v, src, dst)``."""
@@ -246,9 +243,6 @@ class Gsddmm(FunctionPrimitive):
         self.op = op
 
     def _ms_graph_method(self, x_u, x_v, src, dst):
-        return gsddmm(x_u, x_v, src, dst, self.op)
-
-    def __call__(self, x_u, x_v, src, dst):
         return gsddmm(x_u, x_v, src, dst, self.op)
 
 

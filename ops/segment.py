@@ -98,10 +98,12 @@ def _num_segments(op, num_segments):
 _num_segments_in_graph = constexpr(_num_segments)
 
 
-def _filled(shape, value, dtype, input_x, ids_rank):
-    """A tensor of `shape` filled with the 0-d Tensor `value`, of `dtype`. Trailing dims unknown
-    when the graph compiles (dynamic shapes): taken from input_x's shape at run time."""
-    dynamic = _dynamic_fill_plan(shape, ids_rank)
+def _filled(shape, value, dtype, input_x, ids_rank, rows=None):
+    """A tensor of `shape` filled with the 0-d Tensor `value`, of `dtype`. Dimensions unknown
+    when the graph compiles (dynamic shapes) are read at run time: the trailing ones from
+    input_x's shape, the first from `rows` (an int64 (1,) Tensor) when num_segments is only
+    known then."""
+    dynamic = _dynamic_fill_plan(shape, ids_rank) if rows is None else (rows, ids_rank)
     if dynamic is None:
         out = ops.broadcast_to(value, shape)
     else:
@@ -229,13 +231,9 @@ class _SegmentPath:
         n = _graph_num_segments(self.op, num_segments)
         shape, value = _plan(self.op, input_x.shape, segment_ids.shape, n, input_x.dtype, segment_ids.dtype,
                              self.fill)
-        if n is None:
-            size = ops.concat((_rows(num_segments), ops.dyn_shape(input_x)[segment_ids.ndim:]))
-            filled = ops.zeros(size, value.dtype) + value
-            if value.dtype != input_x.dtype:
-                filled = ops.cast(filled, input_x.dtype)
-            return self.kernel(filled, segment_ids, input_x)
-        return self.kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim), segment_ids, input_x)
+        rows = None if n is not None else _rows(num_segments)
+        return self.kernel(_filled(shape, value, input_x.dtype, input_x, segment_ids.ndim, rows), segment_ids,
+                           input_x)
 
 
 def _make(record):
@@ -319,6 +317,9 @@ class FunctionPrimitive(Primitive):
         self.__ms_class__ = True
         self.__parse_method__ = GRAPH_METHOD
 
+    def __call__(self, *args, **kwargs):
+        return self._ms_graph_method(*args, **kwargs)  # a Python call runs what a graph compiles
+
     def __deepcopy__(self, memo):
         return type(self)(**self.kwargs)
 
@@ -330,9 +331,6 @@ class _SegmentPrimitive(FunctionPrimitive):
 
     def _ms_graph_method(self, input_x, segment_ids, num_segments):
         return self._function(input_x, segment_ids, num_segments)
-
-    def __call__(self, input_x, segment_ids, num_segments):
-        return type(self)._function(input_x, segment_ids, num_segments)
 
     def infer_shape(self, x_shape, ids_shape, num_segments):
         return list(infer.segment_shape(self._name, x_shape, ids_shape, num_segments))
@@ -432,9 +430,6 @@ class ScatterNd(FunctionPrimitive):
     _inputs = ("indices", "update", "shape")
 
     def _ms_graph_method(self, indices, updates, shape):  # pylint: disable=no-self-use
-        return scatter_nd(indices, updates, shape)
-
-    def __call__(self, indices, updates, shape):
         return scatter_nd(indices, updates, shape)
 
     def infer_shape(self, indices_shape, updates_shape, shape):

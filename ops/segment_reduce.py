@@ -259,9 +259,6 @@ class SegmentReduce(_ContractPrimitive):
     def _ms_graph_method(self, src, segment_ids, num_segments):
         return segment_reduce(src, segment_ids, num_segments, self.reduce, fill_value=self.fill_value)
 
-    def __call__(self, src, segment_ids, num_segments):
-        return segment_reduce(src, segment_ids, num_segments, self.reduce, fill_value=self.fill_value)
-
     def infer_shape(self, src_shape, ids_shape, num_segments):
         return list(infer.segment_rows_shape(self._name, src_shape, ids_shape, num_segments))
 
@@ -281,9 +278,6 @@ class SegmentCsr(_ContractPrimitive):
         self.reduce, self.fill_value = reduce, fill_value
 
     def _ms_graph_method(self, src, indptr):
-        return segment_csr(src, indptr, self.reduce, fill_value=self.fill_value)
-
-    def __call__(self, src, indptr):
         return segment_csr(src, indptr, self.reduce, fill_value=self.fill_value)
 
     def infer_shape(self, src_shape, indptr_shape):
@@ -307,7 +301,7 @@ def _simple_primitive(name, function, returns_arg):
         return (src_dtype, mstype.int64) if returns_arg else src_dtype
 
     return type(name, (_ContractPrimitive,), {
-        "_name": name, "_ms_graph_method": graph_method, "__call__": graph_method, "infer_shape": infer_shape,
+        "_name": name, "_ms_graph_method": graph_method, "infer_shape": infer_shape,
         "infer_dtype": infer_dtype, "__module__": "ms_scatter",
         "__doc__": f"``{name}()(src, segment_ids, num_segments)``: the primitive of "
                    f":func:`ms_scatter.{function.__name__}`."})
