@@ -34,11 +34,18 @@ _FAMILY = "UnsortedSegment"
 
 
 def _fill_value(fill, dtype_name):
-    """The value an empty segment takes, for a dtype name."""
+    """The value an empty segment takes, for a dtype name: "zero", "one", the dtype's "lowest"
+    or "highest" value (MindSpore's fills), or "-inf" / "+inf" (the identities of max and min:
+    infinities for the floats, the lowest / highest value for the integers)."""
     if fill == "zero":
         return 0
     if fill == "one":
         return 1
+    if fill in ("-inf", "+inf"):
+        if dtype_name.startswith(("int", "uint")):
+            fill = "lowest" if fill == "-inf" else "highest"
+        else:
+            return float(fill)
     if dtype_name == "bfloat16":
         big = float(np.float32(3.3895313892515355e38))  # bfloat16's largest finite value (exact in float32)
     elif dtype_name.startswith(("int", "uint")):
@@ -248,6 +255,14 @@ def _make(record):
     return function, kernel
 
 
+_EXTREME_NOTE = {
+    "Max": "        As MindSpore's, the maximum starts from the dtype's lowest value: a segment whose\n"
+           "        rows are all -inf gives -3.4028235e+38 in float32 (segment_reduce gives -inf).\n",
+    "Min": "        As MindSpore's, the minimum starts from the dtype's highest value: a segment whose\n"
+           "        rows are all +inf gives 3.4028235e+38 in float32 (segment_reduce gives +inf).\n",
+}
+
+
 def _function_doc(record):
     fills = {"zero": "0", "one": "1", "lowest": "the lowest value of the dtype (float32: -3.4028235e+38)",
              "highest": "the highest value of the dtype (float32: 3.4028235e+38)"}
@@ -282,7 +297,7 @@ def _function_doc(record):
     Note:
         float16 and bfloat16 accumulate in float32 and round once (MindSpore 2.10 adds float16
         in float16); a NaN propagates in max/min (MindSpore's CPU kernels skip it).
-        Differentiable with respect to `input_x` in PYNATIVE, GRAPH and under jit
+{_EXTREME_NOTE.get(record.reduction, "")}        Differentiable with respect to `input_x` in PYNATIVE, GRAPH and under jit
         (max/min: ties split the gradient evenly).
 
     Supported Platforms:
@@ -454,6 +469,23 @@ for _record in infer.SEGMENT_OPERATORS.values():
                    f"``{_record.name}()(input_x, segment_ids, num_segments)``.\n" + _fn.__doc__})
 _SEGMENT_SUM = _KERNELS["Add"]
 _SEGMENT_PROD = _KERNELS["Mul"]
+
+
+def _extreme_function(reduction):
+    """The segment max (min) that starts from -inf (+inf) for the floats: a segment whose rows
+    are all -inf has max -inf (MindSpore's unsorted_segment_max, which starts from the dtype's
+    lowest value, gives -3.4028235e+38 there, and our drop-in does the same). Empty segments
+    are -inf (+inf); the contract's functions replace them by their own fill."""
+    op = f"UnsortedSegment{reduction}"
+    path = _SegmentPath(op, "-inf" if reduction == "Max" else "+inf", _KERNELS[reduction])
+
+    def function(input_x, segment_ids, num_segments):
+        return path(input_x, segment_ids, num_segments)
+    return function
+
+
+segment_max_from_inf = _extreme_function("Max")
+segment_min_from_inf = _extreme_function("Min")
 
 
 class _GatherRows(nn.Cell):

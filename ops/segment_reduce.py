@@ -22,12 +22,13 @@ from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
 from ._kernel import _known_or_unknown
 from .primitives import FUNCTIONS
-from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, gather_rows
+from .segment import (SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, gather_rows,
+                      segment_max_from_inf, segment_min_from_inf)
 
 _SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
 _PROD = SEGMENT_FUNCTIONS["unsorted_segment_prod"]
-_MAX = SEGMENT_FUNCTIONS["unsorted_segment_max"]
-_MIN = SEGMENT_FUNCTIONS["unsorted_segment_min"]
+_MAX = segment_max_from_inf  # (a segment of -inf rows has max -inf; MindSpore's gives its lowest value)
+_MIN = segment_min_from_inf
 _DIV = FUNCTIONS["tensor_scatter_div"]
 _HALF = (mstype.float16, mstype.bfloat16)
 

@@ -95,6 +95,26 @@ def test_segment_arg_matches_the_oracle(mode, kind, dtype):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_infinite_rows_keep_their_value_in_max_and_min(mode, dtype):
+    """A segment of -inf rows has max -inf (not the dtype's lowest finite value), one of +inf
+    rows min +inf, and the arg outputs name the row that holds it (not E)."""
+    graph_covers(mode, dtype)
+    npdt = np_dtype(dtype)
+    x = np.array([[-np.inf, np.inf], [1.0, -np.inf], [np.inf, 2.0], [-np.inf, np.inf]], np.float32).astype(npdt)
+    ids = np.array([0, 1, 2, 0], np.int32)
+    for reduce in ("max", "min"):
+        out = _run(mode, ms_scatter.segment_reduce, x, ids, reduce, fill_value=7)
+        assert_same(out.asnumpy(), segment_reduce_oracle(reduce, x, ids, N, 7), f"{reduce} {dtype}")
+        fn = ms_scatter.segment_argmax if reduce == "max" else ms_scatter.segment_argmin
+        values, arg = _run(mode, fn, x, ids)
+        want_values, want_arg = segment_arg_oracle(reduce, x, ids, N)
+        assert_same(values.asnumpy(), want_values, f"segment_arg{reduce} {dtype}: values")
+        assert_same(arg.asnumpy(), want_arg, f"segment_arg{reduce} {dtype}: arg")
+    out = _run(mode, ms_scatter.segment_reduce, x, ids, "max")
+    assert np.isneginf(out.asnumpy().astype(np.float32)[0, 0])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_segment_softmax_matches_the_oracle(mode, dtype):
     rng = np.random.default_rng(_seed("softmax", dtype, mode))
     x, ids = _case(rng, dtype, rest=(8,))
