@@ -288,3 +288,5 @@ def call_counts(target=None, entries=False):
 _ENTRY_OPERATOR = {op + suffix: op for op in infer.OPERATORS
                    for suffix in ("", "_token", "_return", "_shard_token", "_shard")}
 _ENTRY_OPERATOR.update({op: op for op in infer.OWN_ENTRY_OPERATORS})
+_ENTRY_OPERATOR.update({f"Gspmm{r}": "Gspmm" for r in ("Sum", "Mean", "Max", "Min")})  # the fused kernels (message.h)
+_ENTRY_OPERATOR.update({f"Gsddmm{o}": "Gsddmm" for o in ("Add", "Sub", "Mul", "Dot")})

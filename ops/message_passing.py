@@ -2,31 +2,34 @@
 ``gspmm(x, src, dst, num_nodes, edge_weight=None, reduce="sum")`` and
 ``gsddmm(x_u, x_v, src, dst, op="dot")``, with their primitives ``Gspmm`` and ``Gsddmm``.
 
-Not fused yet: each is a gather of the rows along the edges (an E x F message tensor) and the
-engine's segment reduction (gspmm) or an elementwise op (gsddmm). The contract's fused kernels,
-which never make that tensor, are to come; the results, gradients and errors are the
-contract's already. Gradients run on our own kernels: the gather's is our segment sum over
-the edges (ops/segment.py, gather_rows), the reduction's its own rule (max/min: ties split
-evenly). An id out of range is an error before anything is computed: a ValueError naming the
-ids in PYNATIVE (the call reads them, O(E)); in a graph a kernel check of the ids fails the
-graph with MindSpore's RuntimeError, its message (TensorScatterAdd's 'indices', the ids as
-index vectors) on stderr and in ``ms_scatter.last_error()``.
+On the CPU each call is one fused kernel (kernels/cpu/message.h) that never makes the E x F
+tensor of gathered rows, and so are the gradients of gspmm sum/mean (a gspmm over the reversed
+edges, a gsddmm dot for the edge weights) and of gsddmm dot (weighted gspmm sums); max/min's
+gradient (ties split evenly) gathers the messages once. Elsewhere (GPU, Ascend) the composite
+below runs: a gather of the rows along the edges and the engine's segment reduction (gspmm)
+or an elementwise op (gsddmm), with a kernel check of the ids in graphs. An id out of range
+is an error before anything is computed: a ValueError naming the ids in PYNATIVE (the call
+reads them, O(E)); in a graph the kernel's check fails the graph with MindSpore's
+RuntimeError, its message on stderr and in ``ms_scatter.last_error()``.
 """
 from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 
-from . import infer
+from . import _ascend, infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
 from ._kernel import _known_or_unknown
+from ._lib import kernel_func
 from .primitives import FUNCTIONS
-from .segment import FunctionPrimitive, gather_rows
+from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, gather_rows
 from .segment_reduce import _num_segments_in_graph, segment_reduce
 
 GSPMM_REDUCES = ("sum", "mean", "max", "min")
 GSDDMM_OPS = ("dot", "add", "sub", "mul")
 _TENSOR_SCATTER_ADD = FUNCTIONS["tensor_scatter_add"]
+# (the gradients' sums over the edges: the number of rows may be a dynamic dimension)
+_SEGMENT_SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
 
 
 def _ids_error(op, name, ids, rows):
@@ -66,6 +69,115 @@ def _edge_shapes(op, src_shape, dst_shape, src_dtype, dst_dtype):
                                              f"{src_shape[0]} and {dst_shape[0]}.")
 
 
+# ---------------------------------------------------------------- the fused CPU kernels
+# kernels/cpu/message.h: gspmm sum/mean and every gsddmm op in one pass over the edges, the
+# backward too (no E x F tensor). Graph nodes inferred by the library (<entry>InferShape /
+# InferType), as the engine's graph nodes are (ops/_kernel.py says why).
+
+class _FusedKernel(ops.Custom):
+    """One fused entry of the CPU library (inputs as message.h lists them)."""
+
+    def __init__(self, entry, bprop):
+        _, func = kernel_func(entry, "CPU")
+        super().__init__(func, out_shape=lambda *shapes: None, out_dtype=lambda *dtypes: None, func_type="aot",
+                         bprop=bprop)
+        self.add_prim_attr("cpp_infer_shape", True)
+        self.add_prim_attr("cpp_infer_type", True)
+        self.add_prim_attr("reg_op_name", entry)
+
+
+def _spmm_bprop(mean, weighted):
+    """d x: a gspmm sum over the reversed edges of dout (mean: divided by each node's in-degree);
+    d edge_weight: a gsddmm dot of x's rows along the edges with those of that gradient."""
+    def gradient(x, src, dst, rows, dout):
+        if not mean:
+            return dout
+        degree = _SEGMENT_SUM(ops.ones_like(dst).astype(mstype.float32), dst, rows.shape[0])
+        scale = ops.reshape(ops.maximum(degree, ops.ones_like(degree)), (-1,) + (1,) * (dout.ndim - 1))
+        return ops.cast(ops.cast(dout, mstype.float32) / scale, dout.dtype)
+
+    def bprop_weighted(x, src, dst, rows, weight, out, dout):  # pylint: disable=unused-argument
+        grad = gradient(x, src, dst, rows, dout)
+        return (_GSPMM_SUM_W(grad, dst, src, x, weight), ops.zeros_like(src), ops.zeros_like(dst),
+                ops.zeros_like(rows), _GSDDMM_DOT(x, grad, src, dst))
+
+    def bprop(x, src, dst, rows, out, dout):  # pylint: disable=unused-argument
+        grad = gradient(x, src, dst, rows, dout)
+        return _GSPMM_SUM(grad, dst, src, x), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows)
+    return bprop_weighted if weighted else bprop
+
+
+def _spmm_extreme_bprop(weighted):
+    """max/min: the gradient of a node splits evenly among the edges whose message ties for its
+    value (the family's rule). It gathers the E x F messages again (the forward did not)."""
+    def gradient(x, src, dst, weight, out, dout):
+        compute = mstype.float32 if x.dtype in (mstype.float16, mstype.bfloat16) else x.dtype
+        rows = gather_rows(ops.cast(x, compute), src)
+        messages = rows
+        if weight is not None:
+            messages = rows * ops.reshape(ops.cast(weight, compute), (-1,) + (1,) * (rows.ndim - 1))
+        won = ops.cast(messages == gather_rows(ops.cast(out, compute), dst), compute)
+        ties = _SEGMENT_SUM(won, dst, out.shape[0])
+        share = gather_rows(ops.cast(dout, compute) / ops.maximum(ties, ops.ones_like(ties)), dst) * won
+        return rows, share, compute
+
+    def bprop_weighted(x, src, dst, rows, weight, out, dout):
+        gathered, share, compute = gradient(x, src, dst, weight, out, dout)
+        shaped = ops.reshape(ops.cast(weight, compute), (-1,) + (1,) * (share.ndim - 1))
+        dx = _SEGMENT_SUM(share * shaped, src, x.shape[0])
+        dw = share * gathered
+        if dw.ndim > 1:  # (reduce_sum over no axis would sum every element)
+            dw = ops.reduce_sum(dw, tuple(range(1, dw.ndim)))
+        return (ops.cast(dx, x.dtype), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows),
+                ops.cast(dw, weight.dtype))
+
+    def bprop(x, src, dst, rows, out, dout):
+        _, share, _ = gradient(x, src, dst, None, out, dout)
+        dx = _SEGMENT_SUM(share, src, x.shape[0])
+        return ops.cast(dx, x.dtype), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows)
+    return bprop_weighted if weighted else bprop
+
+
+def _sddmm_bprop(op_name):
+    def bprop(u, v, src, dst, out, dout):  # pylint: disable=unused-argument
+        if op_name == "dot":  # d u[i] = sum over the edges from i of dout[e] * v[dst[e]]
+            du = _GSPMM_SUM_W(v, dst, src, u, dout)
+            dv = _GSPMM_SUM_W(u, src, dst, v, dout)
+        else:
+            grad_u, grad_v = dout, dout
+            if op_name == "sub":
+                grad_v = -dout
+            elif op_name == "mul":
+                grad_u, grad_v = dout * gather_rows(v, dst), dout * gather_rows(u, src)
+            du = _SEGMENT_SUM(grad_u, src, u.shape[0])
+            dv = _SEGMENT_SUM(grad_v, dst, v.shape[0])
+        return du, dv, ops.zeros_like(src), ops.zeros_like(dst)
+    return bprop
+
+
+_FUSED = {name + suffix: _FusedKernel(name, _spmm_bprop(name == "GspmmMean", suffix == "_w"))
+          for name in ("GspmmSum", "GspmmMean") for suffix in ("", "_w")}
+_FUSED.update({name + suffix: _FusedKernel(name, _spmm_extreme_bprop(suffix == "_w"))
+               for name in ("GspmmMax", "GspmmMin") for suffix in ("", "_w")})
+_FUSED.update({f"Gsddmm{op.title()}": _FusedKernel(f"Gsddmm{op.title()}", _sddmm_bprop(op)) for op in GSDDMM_OPS})
+_GSPMM_SUM = _FUSED["GspmmSum"]
+_GSPMM_SUM_W = _FUSED["GspmmSum_w"]
+_GSPMM_MEAN = _FUSED["GspmmMean"]
+_GSPMM_MEAN_W = _FUSED["GspmmMean_w"]
+_GSPMM_MAX, _GSPMM_MAX_W = _FUSED["GspmmMax"], _FUSED["GspmmMax_w"]
+_GSPMM_MIN, _GSPMM_MIN_W = _FUSED["GspmmMin"], _FUSED["GspmmMin_w"]
+_GSDDMM_DOT, _GSDDMM_ADD = _FUSED["GsddmmDot"], _FUSED["GsddmmAdd"]
+_GSDDMM_SUB, _GSDDMM_MUL = _FUSED["GsddmmSub"], _FUSED["GsddmmMul"]
+_FUSED_REDUCES = {"sum": "GspmmSum", "mean": "GspmmMean"}
+
+
+@constexpr
+def _fused_path():
+    """Whether calls made now take the fused CPU kernels (the device target is the CPU, no
+    Ascend emulation); elsewhere the composite below runs."""
+    return _ascend.host_direct()
+
+
 @constexpr
 def _gspmm_plan(x_shape, src_shape, dst_shape, w_shape, x_dtype, src_dtype, dst_dtype, w_dtype, reduce,
                 num_nodes):
@@ -99,6 +211,23 @@ def _gspmm(x, src, dst, num_nodes, edge_weight, reduce, graph_check):
     n = _num_segments_in_graph("gspmm", num_nodes)
     _gspmm_plan(x.shape, src.shape, dst.shape, None if edge_weight is None else edge_weight.shape, x.dtype,
                 src.dtype, dst.dtype, None if edge_weight is None else edge_weight.dtype, reduce, n)
+    if _fused_path():
+        rows = ops.zeros((n,), mstype.int8)  # (only its length is read: the output's rows)
+        if edge_weight is None:
+            if reduce == "sum":
+                return _GSPMM_SUM(x, src, dst, rows)
+            if reduce == "mean":
+                return _GSPMM_MEAN(x, src, dst, rows)
+            if reduce == "max":
+                return _GSPMM_MAX(x, src, dst, rows)
+            return _GSPMM_MIN(x, src, dst, rows)
+        if reduce == "sum":
+            return _GSPMM_SUM_W(x, src, dst, rows, edge_weight)
+        if reduce == "mean":
+            return _GSPMM_MEAN_W(x, src, dst, rows, edge_weight)
+        if reduce == "max":
+            return _GSPMM_MAX_W(x, src, dst, rows, edge_weight)
+        return _GSPMM_MIN_W(x, src, dst, rows, edge_weight)
     dtype = x.dtype
     work = ops.cast(x, mstype.float32) if dtype == mstype.bfloat16 else x  # (no bfloat16 Gather on the CPU)
     if graph_check:
@@ -140,6 +269,14 @@ def _gsddmm_plan(u_shape, v_shape, src_shape, dst_shape, u_dtype, v_dtype, src_d
 
 def _gsddmm(x_u, x_v, src, dst, op_name, graph_check):
     _gsddmm_plan(x_u.shape, x_v.shape, src.shape, dst.shape, x_u.dtype, x_v.dtype, src.dtype, dst.dtype, op_name)
+    if _fused_path():
+        if op_name == "dot":
+            return _GSDDMM_DOT(x_u, x_v, src, dst)
+        if op_name == "add":
+            return _GSDDMM_ADD(x_u, x_v, src, dst)
+        if op_name == "sub":
+            return _GSDDMM_SUB(x_u, x_v, src, dst)
+        return _GSDDMM_MUL(x_u, x_v, src, dst)
     dtype = x_u.dtype
     work = mstype.float32 if dtype in (mstype.float16, mstype.bfloat16) else _arithmetic_dtype(dtype)
     u = ops.cast(x_u, work) if work != dtype else x_u
@@ -246,9 +383,10 @@ class Gsddmm(FunctionPrimitive):
         return gsddmm(x_u, x_v, src, dst, self.op)
 
 
-_NOT_FUSED = """
-    Not fused yet: the rows are gathered along the edges into an E x F tensor, then reduced
-    (the contract's fused kernel, which never makes that tensor, is to come).
+_FUSED_NOTE = """
+    On the CPU one fused kernel, forward and backward, never makes the E x F tensor of
+    gathered rows (max/min's backward gathers it once); bit-identical at any thread count.
+    On the GPU it is a gather and the engine's segment reduction.
 """
 gspmm.__doc__ = """
     The generalized sparse-dense product of message passing: each node reduces the features
@@ -263,7 +401,7 @@ gspmm.__doc__ = """
     `num_nodes`: an int > 0 (or a one-element integer Tensor known when a graph compiles).
     Gradients with respect to `x` and `edge_weight` (max/min: ties split evenly), in PYNATIVE,
     GRAPH and under jit; float16 and bfloat16 are reduced in float32.
-""" + _NOT_FUSED + """
+""" + _FUSED_NOTE + """
     Supported Platforms:
         {PLATFORMS}; on Ascend a ValueError (not yet built there).
 
@@ -287,7 +425,7 @@ gsddmm.__doc__ = """
     `x_u`, `x_v`: the same dtype and feature shape (shape[1:]); `src` in [0, x_u.shape[0]),
     `dst` in [0, x_v.shape[0]) (errors as for :func:`gspmm`). Gradients with respect to
     both, in PYNATIVE, GRAPH and under jit; float16 and bfloat16 are computed in float32.
-""" + _NOT_FUSED + """
+""" + _FUSED_NOTE + """
     Supported Platforms:
         {PLATFORMS}; on Ascend a ValueError (not yet built there).
 

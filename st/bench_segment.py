@@ -21,7 +21,9 @@ destinations), random sources. Columns (ms per call; a ratio > 1: ours faster):
 
 Rows: segment_reduce sum and max on unsorted and sorted ids, segment_csr sum (sorted, from an
 indptr), segment_argmax against segment_reduce max (the contract's 1.2x), segment_softmax on
-E x 8, and gspmm sum (not fused yet) against MindSpore's Gather + unsorted_segment_sum.
+E x 8, gspmm sum (the fused kernel) against MindSpore's Gather + unsorted_segment_sum, JAX's
+BCSR @ x and torch.sparse.mm, and its forward + backward (ms.grad) against MindSpore's Gather +
+TensorScatterAdd (what MindSpore Graph Learning runs).
 """
 import argparse
 import os
@@ -145,13 +147,48 @@ def _rows(x_np, ids_np, n, peers):
     h = Tensor(rng.standard_normal((n, x_np.shape[1])).astype(np.float32))
     src = Tensor(rng.integers(0, n, len(ids_np)).astype(np.int32))
     dst = Tensor(ids_np)
-    rows["gspmm sum (not fused)"] = {
-        "ours-py": lambda: ms_scatter.gspmm(h, src, dst, n),
-        "ms-py gather+uss": lambda: ops.unsorted_segment_sum(ops.gather(h, src, 0), dst, n)}
+    def ours_spmm(a, b):
+        return ms_scatter.gspmm(a, src, b, n)
+
+    row = {"ours-py": lambda: ms_scatter.gspmm(h, src, dst, n),
+           "ours-g": ("graph", _Cell(ours_spmm), h, dst),
+           "ms-py gather+uss": lambda: ops.unsorted_segment_sum(ops.gather(h, src, 0), dst, n)}
+    row.update(_spmm_peers(peers, h.asnumpy(), src.asnumpy(), ids_np, n))
+    rows["gspmm sum (fused)"] = row
+    dout = Tensor(rng.standard_normal((n, x_np.shape[1])).astype(np.float32))
+    ours_grad = ms.grad(lambda a: (ms_scatter.gspmm(a, src, dst, n) * dout).sum())
+    ms_grad = ms.grad(lambda a: (ops.tensor_scatter_add(ops.zeros_like(dout), ops.reshape(dst, (-1, 1)),
+                                                         ops.gather(a, src, 0)) * dout).sum())
+    rows["gspmm sum fwd+bwd"] = {"ours-py": lambda: ours_grad(h),
+                                 "ms-py gather+tsa": lambda: ms_grad(h)}
     xt, it = Tensor(x_np), Tensor(ids_np)
     rows["argmax (vs max)"] = {"ours-py": lambda: ms_scatter.segment_argmax(xt, it, n),
                                "ours-py max": lambda: ms_scatter.segment_reduce(xt, it, n, "max")}
     return rows
+
+
+def _spmm_peers(peers, hv, sv, dv, n):
+    """The fused sparse-dense products of the peers on the same graph: JAX's BCSR @ x (jitted)
+    and torch.sparse.mm of a CSR adjacency (rows: destinations, columns: sources)."""
+    cols = {}
+    order = np.lexsort((sv, dv))
+    rows_, cols_ = dv[order].astype(np.int64), sv[order].astype(np.int64)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows_, minlength=n))])
+    if "jax" in peers:
+        jax = peers["jax"]
+        from jax.experimental import sparse  # pylint: disable=import-outside-toplevel
+        adj_j = sparse.BCSR((jax.numpy.ones(len(rows_), np.float32), jax.numpy.asarray(cols_.astype(np.int32)),
+                         jax.numpy.asarray(indptr.astype(np.int32))), shape=(n, hv.shape[0]))
+        hj = jax.numpy.asarray(hv)
+        f = jax.jit(lambda m, x: m @ x)
+        cols["jax BCSR@x"] = lambda: f(adj_j, hj)
+    if "torch" in peers:
+        torch = peers["torch"]
+        adj_t = torch.sparse_csr_tensor(torch.from_numpy(indptr), torch.from_numpy(cols_),
+                                    torch.ones(len(rows_)), size=(n, hv.shape[0]))
+        ht = torch.from_numpy(hv)
+        cols["torch sparse.mm"] = lambda: torch.sparse.mm(adj_t, ht)
+    return cols
 
 
 def _jax_case(jax, xv, iv, n, kind, is_sorted):

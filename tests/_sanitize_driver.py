@@ -581,9 +581,130 @@ class Driver:
             if rc != 1 or after.tobytes() != block.tobytes():
                 self.fail(f"shards: info {info} accepted or written (code {rc})")
 
+    # ------------------------------------------------------------------ fused message passing
+
+    def message_call(self, entry, arrays):
+        """One Gspmm*/Gsddmm* entry (kernels/cpu/message.h) on numpy arrays; returns its code."""
+        self.calls += 1
+        fn = getattr(self.lib, entry)
+        fn.restype = ctypes.c_int
+        k = len(arrays)
+        params = (ctypes.c_void_p * k)(*[a.ctypes.data for a in arrays])
+        ndims = (ctypes.c_int * k)(*[a.ndim for a in arrays])
+        bufs = [(ctypes.c_int64 * max(a.ndim, 1))(*a.shape) for a in arrays]
+        shapes = (ctypes.POINTER(ctypes.c_int64) * k)(*[ctypes.cast(b, ctypes.POINTER(ctypes.c_int64)) for b in bufs])
+        dtypes = (ctypes.c_char_p * k)(*[a.dtype.name.encode() for a in arrays])
+        return fn(k, params, ndims, shapes, dtypes, None, None)
+
+    @staticmethod
+    def message_oracle(entry, x, src, dst, rows, w):
+        """The kernels' own order: each node's edges in edge order, in the accumulator type
+        (float32 for float16), integers wrapping in their dtype."""
+        acc = np.float32 if x.dtype == np.float16 else x.dtype.type
+        feat = x.reshape(x.shape[0], -1).astype(acc)
+        with np.errstate(all="ignore"):
+            if entry.startswith("Gsddmm"):
+                v = rows.reshape(rows.shape[0], -1).astype(acc)
+                a, b = feat[src], v[dst]
+                if entry == "GsddmmDot":
+                    out = np.zeros(len(src), acc)
+                    for f in range(a.shape[1]):
+                        out = (out + a[:, f] * b[:, f]).astype(acc)
+                    return out.astype(x.dtype)
+                out = {"GsddmmAdd": a + b, "GsddmmSub": a - b, "GsddmmMul": a * b}[entry].astype(acc)
+                return out.astype(x.dtype).reshape((len(src),) + x.shape[1:])
+            out = np.zeros((len(rows), feat.shape[1]), acc)
+            for node in range(len(rows)):
+                edges = np.nonzero(dst == node)[0]
+                for k, e in enumerate(edges):
+                    m = feat[src[e]] if w is None else (feat[src[e]] * acc(w[e])).astype(acc)
+                    if k == 0:
+                        out[node] = m
+                    elif entry.startswith(("GspmmSum", "GspmmMean")):
+                        out[node] = (out[node] + m).astype(acc)
+                    elif entry == "GspmmMax":
+                        out[node] = np.where((out[node] >= m) | np.isnan(out[node]), out[node], m)
+                    else:
+                        out[node] = np.where((out[node] <= m) | np.isnan(out[node]), out[node], m)
+                if entry == "GspmmMean" and len(edges):
+                    if out.dtype.kind == "f":
+                        out[node] = (out[node] / acc(len(edges))).astype(acc)
+                    elif out.dtype.kind == "i":
+                        out[node] = np.trunc(out[node].astype(np.int64) / len(edges)).astype(acc)
+                    else:
+                        out[node] = (out[node].astype(np.uint64) // np.uint64(len(edges))).astype(acc)
+            return out.astype(x.dtype).reshape((len(rows),) + x.shape[1:])
+
+    def section_message(self):
+        spmm = ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin")
+        sddmm = ("GsddmmAdd", "GsddmmSub", "GsddmmMul", "GsddmmDot")
+        for dtype in self.value_dtypes:
+            for edges, nodes, feat in ((0, 3, (2,)), (1, 1, ()), (13, 4, (3,)), (40, 6, (2, 3))):
+                rng = self.rng("message", dtype, edges)
+                dt = np.dtype(dtype)
+                x = (rng.integers(-4, 5, (5,) + feat) if dt.kind in "if" else rng.integers(0, 5, (5,) + feat)).astype(dt)
+                if dt.kind == "f" and x.size:
+                    x.reshape(-1)[0] = np.nan
+                w = (rng.integers(-2, 3, edges) if dt.kind != "u" else rng.integers(0, 3, edges)).astype(dt)
+                for index_dtype in ("int32", "int64"):
+                    src = rng.integers(0, 5, edges).astype(index_dtype)
+                    dst = rng.integers(0, nodes, edges).astype(index_dtype)
+                    rows = np.zeros(nodes, np.int8)
+                    for entry in spmm:
+                        for weight in (None, w):
+                            out = np.full((nodes,) + feat, 7, dt)
+                            args = [x, src, dst, rows] + ([] if weight is None else [weight]) + [out]
+                            rc = self.message_call(entry, args)
+                            want = self.message_oracle(entry, x, src, dst, rows, weight)
+                            if rc != 0 or not self.same(out, want):
+                                self.fail(f"{entry} {dtype} {index_dtype} E={edges} weighted={weight is not None}: "
+                                          f"rc {rc} {self.last_error()[1]!r}")
+                    v = x[rng.integers(0, 5, nodes)] if x.shape[0] else np.zeros((nodes,) + feat, dt)
+                    for entry in sddmm:
+                        out = np.zeros((edges,) if entry == "GsddmmDot" else (edges,) + feat, dt)
+                        rc = self.message_call(entry, [x, v, src, dst, out])
+                        want = self.message_oracle(entry, x, src, dst, v, None)
+                        if rc != 0 or not self.same(out, want):
+                            self.fail(f"{entry} {dtype} {index_dtype} E={edges}: rc {rc} {self.last_error()[1]!r}")
+        # errors: an id out of range (nothing written), bad argument counts and dtypes
+        x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
+        for src, dst, name in (([0, 3], [0, 1], "src"), ([0, 1], [0, -1], "dst"), ([0, 1], [4, 0], "dst")):
+            rc = self.message_call("GspmmSum", [x, np.array(src, np.int32), np.array(dst, np.int64),
+                                                np.zeros(4, np.int8), out])
+            if rc != 2 or (out != 5).any() or f"each value of '{name}' must be in" not in self.last_error()[1]:
+                self.fail(f"GspmmSum out of range ({name}): rc {rc} {self.last_error()[1]!r}")
+        ids = np.zeros(2, np.int32)
+        for entry, arrays in (("GspmmSum", [x, ids, ids, out]), ("GsddmmDot", [x, x, ids, ids]),
+                              ("GspmmMax", [x, ids.astype(np.float32), ids, np.zeros(4, np.int8), out]),
+                              ("GsddmmAdd", [x, x.astype(np.float64), ids, ids, np.zeros((2, 2), np.float32)])):
+            if self.message_call(entry, arrays) == 0:
+                self.fail(f"{entry} accepted bad arguments")
+        # several threads: the same bits as one
+        rng = self.rng("message-threads")
+        nodes, edges = 2000, 60000
+        x = rng.standard_normal((nodes, 5)).astype(np.float32)
+        w = rng.standard_normal(edges).astype(np.float32)
+        src = rng.integers(0, nodes, edges).astype(np.int64)
+        dst = np.minimum(rng.zipf(1.5, edges) - 1, nodes - 1).astype(np.int32)
+        results = []
+        for threads in (1, 3):
+            self.lib.ms_scatter_set_num_threads(threads)
+            outs = []
+            for entry in spmm:
+                out = np.zeros((nodes, 5), np.float32)
+                outs.append((self.message_call(entry, [x, src, dst, np.zeros(nodes, np.int8), w, out]), out))
+            for entry in sddmm:
+                out = np.zeros((edges,) if entry == "GsddmmDot" else (edges, 5), np.float32)
+                outs.append((self.message_call(entry, [x, x, src, dst.astype(np.int64), out]), out))
+            results.append(outs)
+        self.lib.ms_scatter_set_num_threads(0)
+        for (rc1, a), (rc3, b) in zip(*results):
+            if rc1 or rc3 or not self.same(a, b):
+                self.fail(f"message kernels differ between 1 and 3 threads (rc {rc1}, {rc3})")
+
     def run(self):
         t0 = time.time()
-        for name in ("oracle", "errors", "infer_shape", "threads", "concurrency", "shards"):
+        for name in ("oracle", "errors", "infer_shape", "threads", "concurrency", "shards", "message"):
             before, t = self.calls, time.time()
             getattr(self, f"section_{name}")()
             print(f"  {name}: {self.calls - before} kernel calls, {time.time() - t:.1f} s", flush=True)

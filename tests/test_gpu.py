@@ -56,6 +56,9 @@ NO_NVCC = ("no CUDA compiler here (MS_SCATTER_NVCC, nvcc on PATH, CUDA_HOME/CUDA
 CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_set_caller_waits",
             "ms_scatter_thread_choices", "ms_scatter_reset_thread_choices", "ms_scatter_thread_rule_learns",
             "ms_scatter_last_threads", "ms_scatter_probe_rmw"}  # the last two: the benchmark's access probe
+# The fused message-passing kernels (kernels/cpu/message.h) have no CUDA version yet.
+CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
+                                      "GsddmmMul", "GsddmmDot") for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 
 

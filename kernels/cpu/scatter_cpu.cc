@@ -9,12 +9,15 @@
 //   Scatter<Op>_token / ScatterNd<Op>_token    in place on input_x, 1-element output
 //   Scatter<Op>_return / ScatterNd<Op>_return  in place, plus a copy of the result
 //   TensorScatter<Op>                          out of place (input_x untouched)
+//   Gspmm<R> / Gsddmm<O>                       fused message passing (message.h)
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
+#include <initializer_list>
 #include <mutex>
 #include <new>
 #include <type_traits>
@@ -665,6 +668,7 @@ int dispatch(const char *op, IndexMode im, OutputMode om, bool sharded, int npar
 }  // namespace ms_scatter
 
 #include "ms_scatter/entries.h"
+#include "message.h"
 
 MSS_EXPORT int ms_scatter_num_threads() { return ms_scatter::ThreadPool::instance().setting(); }
 MSS_EXPORT void ms_scatter_set_num_threads(int n) { ms_scatter::ThreadPool::instance().set_num_threads(n); }

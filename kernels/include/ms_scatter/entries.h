@@ -40,10 +40,15 @@ namespace ms_scatter {
       kCalls_TensorScatter##R, kCalls_Scatter##R##_shard_token, kCalls_ScatterNd##R##_shard_token,                  \
       kCalls_TensorScatter##R##_shard,
 #define MSS_SEGMENT_IDS(S, OP) kCalls_UnsortedSegment##S,
+// The fused message-passing entries (CPU only: kernels/cpu/message.h) are counted here too.
+#define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
+  X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot)
+#define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
-  kEntryCount
+  MS_SCATTER_MESSAGE_ENTRY_NAMES(MSS_MESSAGE_IDS) kEntryCount
 };
+#undef MSS_MESSAGE_IDS
 #undef MSS_SEGMENT_IDS
 #undef MSS_IDS
 inline std::atomic<unsigned long long> *entry_calls() {
@@ -218,8 +223,10 @@ MSS_EXPORT int ms_scatter_call_counts(const char **names, unsigned long long *co
   "Scatter" #R "_token", "Scatter" #R "_return", "ScatterNd" #R "_token", "ScatterNd" #R "_return", "TensorScatter" #R, \
       "Scatter" #R "_shard_token", "ScatterNd" #R "_shard_token", "TensorScatter" #R "_shard",
 #define MSS_SEGMENT_NAMES(S, OP) "UnsortedSegment" #S,
+#define MSS_MESSAGE_NAMES(NAME) #NAME,
   static const char *const kNames[] = {MS_SCATTER_REDUCTIONS(MSS_NAMES) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_NAMES)
-                                           "ScatterNd"};
+                                           "ScatterNd", MS_SCATTER_MESSAGE_ENTRY_NAMES(MSS_MESSAGE_NAMES)};
+#undef MSS_MESSAGE_NAMES
 #undef MSS_SEGMENT_NAMES
 #undef MSS_NAMES
   static_assert(sizeof kNames / sizeof kNames[0] == ms_scatter::kEntryCount, "one name per entry point");

@@ -102,6 +102,21 @@ struct OpUpdate { static constexpr const char *name = "Update";
 template <typename Op> struct RejectsZero { static constexpr bool value = false; };
 template <> struct RejectsZero<OpDiv> { static constexpr bool value = true; };
 
+// The finalize step of a mean: a sum of `count` (> 0) values divided by the count; the
+// integers truncate toward zero, the division in 64 bits (a count need not fit the dtype).
+template <typename A, bool = IntTraits<A>::integral, bool = IntTraits<A>::is_signed> struct MeanOf {
+  MSS_HD static A of(A sum, int64_t count) { return sum / static_cast<A>(count); }
+};
+template <typename A> struct MeanOf<A, true, true> {
+  MSS_HD static A of(A sum, int64_t count) { return static_cast<A>(static_cast<int64_t>(sum) / count); }
+};
+template <typename A> struct MeanOf<A, true, false> {
+  MSS_HD static A of(A sum, int64_t count) {
+    return static_cast<A>(static_cast<uint64_t>(sum) / static_cast<uint64_t>(count));
+  }
+};
+template <typename A> MSS_HD A mean_of(A sum, int64_t count) { return MeanOf<A>::of(sum, count); }
+
 template <typename T, typename Op> struct Reducer {
   using acc_t = typename AccOf<T>::type;
   MSS_HD static acc_t load(T v) { return to_acc<T>(v); }

@@ -1,0 +1,345 @@
+// ms-scatter CPU: the fused message-passing kernels of the segment contract (shared/SEGMENT_API.md,
+// section 3). Neither makes the E x F tensor of gathered rows:
+//   Gspmm<R>(x, src, dst, rows[, edge_weight]) -> out (N, *F), N = rows.shape[0] (only its length
+//       is read: the output's rows come from a shape, so that inference needs no attribute):
+//       out[v] = R over the edges e with dst[e] == v of x[src[e]] (* edge_weight[e]), R in Sum,
+//       Mean, Max, Min; a node without edges gets 0.
+//   Gsddmm<O>(x_u, x_v, src, dst) -> out: per edge x_u[src[e]] O x_v[dst[e]], O in Add, Sub, Mul
+//       ((E, *F)) or Dot ((E,), summed over the features).
+// Every id is read and range-checked before anything is written (kIndexOutOfRange). gspmm
+// groups the edges by dst with a stable counting sort (skipped when dst is sorted) and
+// gives each thread whole nodes: each node reduces its edges in edge order, in the
+// accumulator type of reducer.h (float for the 16-bit floats), so the result is the same
+// at any thread count. gsddmm splits the edges in contiguous ranges.
+// Included by scatter_cpu.cc after entries.h (MSS_EXPORT, CallerRaises, ThreadPool, Scratch).
+#ifndef MS_SCATTER_CPU_MESSAGE_H_
+#define MS_SCATTER_CPU_MESSAGE_H_
+
+namespace ms_scatter {
+namespace message {
+
+enum class Spmm { kSum, kMean, kMax, kMin };
+enum class Sddmm { kAdd, kSub, kMul, kDot };
+
+constexpr int64_t kParallelMinElements = int64_t(1) << 18;  // E * F below which one thread runs
+
+inline int64_t feature_size(int nd, const int64_t *shape) {
+  int64_t f = 1;
+  for (int i = 1; i < nd; ++i) f *= shape[i];
+  return f;
+}
+
+inline int threads_for(int64_t work, int64_t items) {
+  const int setting = ThreadPool::instance().setting();
+  const int avail = setting > 0 ? setting : ThreadPool::all_cores();
+  if (avail <= 1 || work < kParallelMinElements) return 1;
+  return static_cast<int>(std::min<int64_t>(avail, std::max<int64_t>(items, 1)));
+}
+
+// f(t) for t in [0, n) on the pool, or on this thread when the pool is busy.
+template <typename F>
+void run_threads(int n, const F &f) {
+  const std::function<void(int)> job = f;
+  if (n <= 1 || !ThreadPool::instance().run(n, job))
+    for (int t = 0; t < n; ++t) f(t);
+}
+
+// Buffers a calling thread keeps between calls (scatter_cpu.cc's Scratch: no allocation,
+// page faults or zero fill per call).
+enum Buffer { kSrc, kDst, kIndptr, kOrder, kNext, kBuffers };
+inline int64_t *buffer(Buffer which, int64_t n) {
+  static thread_local Scratch<int64_t> buffers[kBuffers];
+  return buffers[which].get(static_cast<size_t>(n));
+}
+
+// The ids of one int32/int64 input as int64, each checked to be in [0, bound).
+inline int read_ids(const char *op, const char *name, const void *p, const char *dtype, int64_t n, int64_t bound,
+                    int64_t *out, bool *sorted) {
+  const bool wide = std::strcmp(dtype, "int64") == 0;
+  if (!wide && std::strcmp(dtype, "int32") != 0) {
+    set_error(kBadArguments, "For '%s', the dtype of '%s' must be int32 or int64, but got %s.", op, name, dtype);
+    return kBadArguments;
+  }
+  bool in_order = true;
+  int64_t last = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    const int64_t v = wide ? static_cast<const int64_t *>(p)[e] : static_cast<const int32_t *>(p)[e];
+    if (v < 0 || v >= bound) {
+      set_error(kIndexOutOfRange, "For '%s', each value of '%s' must be in [0, %lld), but got %lld at position %lld.",
+                op, name, static_cast<long long>(bound), static_cast<long long>(v), static_cast<long long>(e));
+      return kIndexOutOfRange;
+    }
+    in_order = in_order && v >= last;
+    last = v;
+    out[e] = v;
+  }
+  if (sorted) *sorted = in_order;
+  return kOk;
+}
+
+template <typename A>
+inline A mul_acc(A a, A b) {
+  return Arith<A>::mul(a, b);
+}
+
+// out[v] for v in [v0, v1): `order` lists the edges grouped by dst (indptr: each node's range).
+// Edges ahead whose source rows are prefetched (random rows: the loop is bound by their reads).
+constexpr int64_t kPrefetchEdges = 16;
+
+template <typename T>
+inline void prefetch_row(const T *row, int64_t F) {
+  const char *p = reinterpret_cast<const char *>(row);
+  for (int64_t b = 0; b < F * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
+}
+
+template <typename T, Spmm R>
+void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const int64_t *src,
+                const int64_t *indptr, const int64_t *order, T *out) {
+  using A = typename AccOf<T>::type;
+  std::vector<A> acc(static_cast<size_t>(F));
+  const int64_t last = indptr[v1];
+  for (int64_t v = v0; v < v1; ++v) {
+    T *o = out + v * F;
+    const int64_t b = indptr[v], e = indptr[v + 1];
+    if (b == e) {
+      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(A(0));
+      continue;
+    }
+    for (int64_t k = b; k < e; ++k) {
+      if (k + kPrefetchEdges < last) prefetch_row(x + src[order ? order[k + kPrefetchEdges] : k + kPrefetchEdges] * F, F);
+      const int64_t edge = order ? order[k] : k;
+      const T *row = x + src[edge] * F;
+      if (w) {
+        const A weight = to_acc<T>(w[edge]);
+        if (k == b) {
+          for (int64_t f = 0; f < F; ++f) acc[f] = mul_acc<A>(to_acc<T>(row[f]), weight);
+        } else if (R == Spmm::kSum || R == Spmm::kMean) {
+          for (int64_t f = 0; f < F; ++f) acc[f] = Arith<A>::add(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
+        } else if (R == Spmm::kMax) {
+          for (int64_t f = 0; f < F; ++f) acc[f] = OpMax::update<A>(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
+        } else {
+          for (int64_t f = 0; f < F; ++f) acc[f] = OpMin::update<A>(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
+        }
+      } else if (k == b) {
+        for (int64_t f = 0; f < F; ++f) acc[f] = to_acc<T>(row[f]);
+      } else if (R == Spmm::kSum || R == Spmm::kMean) {
+        for (int64_t f = 0; f < F; ++f) acc[f] = Arith<A>::add(acc[f], to_acc<T>(row[f]));
+      } else if (R == Spmm::kMax) {
+        for (int64_t f = 0; f < F; ++f) acc[f] = OpMax::update<A>(acc[f], to_acc<T>(row[f]));
+      } else {
+        for (int64_t f = 0; f < F; ++f) acc[f] = OpMin::update<A>(acc[f], to_acc<T>(row[f]));
+      }
+    }
+    if (R == Spmm::kMean) {
+      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(mean_of<A>(acc[f], e - b));
+    } else {
+      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(acc[f]);
+    }
+  }
+}
+
+template <typename T, Spmm R>
+int spmm(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes, bool weighted) {
+  const int64_t nx = shapes[0][0], E = shapes[1][0], N = shapes[3][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *src = buffer(kSrc, E), *dst = buffer(kDst, E);
+  bool sorted = false;
+  int rc = read_ids(op, "src", params[1], dtypes[1], E, nx, src, nullptr);
+  if (rc == kOk) rc = read_ids(op, "dst", params[2], dtypes[2], E, N, dst, &sorted);
+  if (rc != kOk) return rc;
+  // indptr[v]: the first of node v's edges in `order` (the edges stably sorted by dst)
+  int64_t *indptr = buffer(kIndptr, N + 1);
+  std::fill(indptr, indptr + N + 1, int64_t(0));
+  for (int64_t e = 0; e < E; ++e) ++indptr[dst[e] + 1];
+  for (int64_t v = 0; v < N; ++v) indptr[v + 1] += indptr[v];
+  int64_t *order = nullptr;
+  if (!sorted) {
+    order = buffer(kOrder, E);
+    int64_t *next = buffer(kNext, N);
+    std::copy(indptr, indptr + N, next);
+    for (int64_t e = 0; e < E; ++e) order[next[dst[e]]++] = e;
+  }
+  const T *x = static_cast<const T *>(params[0]);
+  const T *w = weighted ? static_cast<const T *>(params[4]) : nullptr;
+  T *out = static_cast<T *>(params[weighted ? 5 : 4]);
+  const int threads = threads_for(E * F, N);
+  const int64_t *ord = order;
+  run_threads(threads, [&](int t) {
+    // nodes [v0, v1): about an equal share of the edges each
+    auto cut = [&](int k) -> int64_t {
+      if (k == 0) return 0;
+      if (k == threads) return N;
+      const int64_t target = (E * k) / threads;
+      return std::lower_bound(indptr, indptr + N + 1, target) - indptr;
+    };
+    const int64_t v0 = std::min(cut(t), N), v1 = std::min(cut(t + 1), N);
+    if (v0 < v1) spmm_nodes<T, R>(v0, v1, F, x, w, src, indptr, ord, out);
+  });
+  return kOk;
+}
+
+template <typename T, Sddmm O>
+int sddmm(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  using A = typename AccOf<T>::type;
+  const int64_t nu = shapes[0][0], nv = shapes[1][0], E = shapes[2][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *src = buffer(kSrc, E), *dst = buffer(kDst, E);
+  int rc = read_ids(op, "src", params[2], dtypes[2], E, nu, src, nullptr);
+  if (rc == kOk) rc = read_ids(op, "dst", params[3], dtypes[3], E, nv, dst, nullptr);
+  if (rc != kOk) return rc;
+  const T *u = static_cast<const T *>(params[0]);
+  const T *v = static_cast<const T *>(params[1]);
+  T *out = static_cast<T *>(params[4]);
+  const int threads = threads_for(E * F, E);
+  run_threads(threads, [&](int t) {
+    const int64_t e0 = E * t / threads, e1 = E * (t + 1) / threads;
+    for (int64_t e = e0; e < e1; ++e) {
+      const T *a = u + src[e] * F;
+      const T *b = v + dst[e] * F;
+      if (O == Sddmm::kDot) {
+        A s = A(0);
+        for (int64_t f = 0; f < F; ++f) s = Arith<A>::add(s, Arith<A>::mul(to_acc<T>(a[f]), to_acc<T>(b[f])));
+        out[e] = from_acc<T>(s);
+      } else {
+        T *o = out + e * F;
+        for (int64_t f = 0; f < F; ++f) {
+          const A p = to_acc<T>(a[f]), q = to_acc<T>(b[f]);
+          o[f] = from_acc<T>(O == Sddmm::kAdd ? Arith<A>::add(p, q) : O == Sddmm::kSub ? Arith<A>::sub(p, q)
+                                                                                      : Arith<A>::mul(p, q));
+        }
+      }
+    }
+  });
+  return kOk;
+}
+
+// The arguments MindSpore passes: `inputs` tensors and one output; dtypes the value dtype's
+// on every value tensor.
+inline int check_args(const char *op, int nparam, int inputs, int *ndims, int64_t **shapes, const char **dtypes,
+                      std::initializer_list<int> values) {
+  if (nparam != inputs + 1) {
+    set_error(kBadArguments, "For '%s', the kernel expects %d inputs and 1 output, but got %d arguments.", op, inputs,
+              nparam);
+    return kBadArguments;
+  }
+  for (int a = 0; a < nparam; ++a) {
+    if (!valid_shape(ndims[a], shapes[a]) || ndims[a] < 1) {
+      set_error(kBadArguments, "For '%s', argument %d has no valid shape of rank >= 1.", op, a);
+      return kBadArguments;
+    }
+  }
+  for (int a : values) {
+    if (std::strcmp(dtypes[a], dtypes[0]) != 0) {
+      set_error(kBadArguments, "For '%s', every value input must have the dtype of the first (%s), but got %s.", op,
+                dtypes[0], dtypes[a]);
+      return kBadArguments;
+    }
+  }
+  return kOk;
+}
+
+template <typename F>
+int by_value_dtype(const char *op, const char *dtype, const F &f) {
+#define MSS_MESSAGE_DTYPE(NAME, TYPE) \
+  if (std::strcmp(dtype, #NAME) == 0) return f(TYPE{});
+  MS_SCATTER_VALUE_DTYPES(MSS_MESSAGE_DTYPE)
+#undef MSS_MESSAGE_DTYPE
+  set_error(kBadArguments, "For '%s', the dtype %s is not supported.", op, dtype);
+  return kBadArguments;
+}
+
+template <Spmm R>
+int gspmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  const bool weighted = nparam == 6;
+  int rc = check_args(op, nparam, weighted ? 5 : 4, ndims, shapes, dtypes,
+                      weighted ? std::initializer_list<int>{4, 5} : std::initializer_list<int>{4});
+  if (rc != kOk) return rc;
+  const int out = weighted ? 5 : 4;
+  if (ndims[out] != ndims[0] || shapes[out][0] != shapes[3][0] || shapes[1][0] != shapes[2][0] ||
+      feature_size(ndims[0], shapes[0]) != feature_size(ndims[out], shapes[out]) ||
+      (weighted && shapes[4][0] != shapes[1][0])) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return spmm<decltype(value), R>(op, params, ndims, shapes, dtypes, weighted);
+  });
+}
+
+template <Sddmm O>
+int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {1, 4});
+  if (rc != kOk) return rc;
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  const bool ok = shapes[2][0] == shapes[3][0] && F == feature_size(ndims[1], shapes[1]) &&
+                  shapes[4][0] == shapes[2][0] && (O == Sddmm::kDot ? ndims[4] == 1 : feature_size(ndims[4], shapes[4]) == F);
+  if (!ok) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return sddmm<decltype(value), O>(op, params, ndims, shapes, dtypes);
+  });
+}
+
+}  // namespace message
+}  // namespace ms_scatter
+
+// X(entry, kind, tag): the fused entries, each with its shape and type inference.
+#define MSS_MESSAGE_ENTRIES(X)                   \
+  X(GspmmSum, gspmm, Spmm::kSum)                 \
+  X(GspmmMean, gspmm, Spmm::kMean)               \
+  X(GspmmMax, gspmm, Spmm::kMax)                 \
+  X(GspmmMin, gspmm, Spmm::kMin)                 \
+  X(GsddmmAdd, gsddmm, Sddmm::kAdd)              \
+  X(GsddmmSub, gsddmm, Sddmm::kSub)              \
+  X(GsddmmMul, gsddmm, Sddmm::kMul)              \
+  X(GsddmmDot, gsddmm, Sddmm::kDot)
+
+#define MSS_MESSAGE_ENTRY(NAME, KIND, TAG)                                                                 \
+  MSS_EXPORT int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,        \
+                      void * /* stream */, void *extra) {                                                   \
+    ms_scatter::entry_calls()[ms_scatter::kCalls_##NAME].fetch_add(1, std::memory_order_relaxed);          \
+    const ms_scatter::CallerRaises caller_raises(extra == nullptr);                                        \
+    try {                                                                                                  \
+      return ms_scatter::message::KIND##_entry<ms_scatter::message::TAG>(#KIND, nparam, params, ndims,    \
+                                                                         shapes, dtypes);                  \
+    } catch (const std::exception &e) {                                                                    \
+      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", #KIND, e.what()); \
+      return ms_scatter::kBadArguments;                                                                    \
+    }                                                                                                      \
+  }                                                                                                        \
+  MSS_EXPORT std::vector<int64_t> NAME##InferShape(int *ndims, int64_t **shapes, void * /* AotExtra */) {  \
+    return ms_scatter::message::infer_##KIND(ms_scatter::message::TAG, ndims, shapes);                     \
+  }                                                                                                        \
+  MSS_EXPORT int NAME##InferType(std::vector<int> types, void * /* AotExtra */) {                          \
+    if (types.empty()) throw std::invalid_argument("For '" #KIND "', no input types.");                    \
+    return types[0];                                                                                       \
+  }
+
+namespace ms_scatter {
+namespace message {
+// Output shapes (dimensions unknown at compile time stay -1; an unknown rank gives (-2)).
+inline std::vector<int64_t> infer_gspmm(Spmm, int *ndims, int64_t **shapes) {
+  if (ndims[0] < 0) return {-2};
+  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  if (out.empty()) throw std::invalid_argument("For 'gspmm', 'x' must have rank >= 1.");
+  out[0] = ndims[3] >= 1 ? shapes[3][0] : -1;
+  return out;
+}
+inline std::vector<int64_t> infer_gsddmm(Sddmm o, int *ndims, int64_t **shapes) {
+  const int64_t edges = ndims[2] >= 1 ? shapes[2][0] : -1;
+  if (o == Sddmm::kDot) return {edges};
+  if (ndims[0] < 0) return {-2};
+  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  if (out.empty()) throw std::invalid_argument("For 'gsddmm', 'x_u' must have rank >= 1.");
+  out[0] = edges;
+  return out;
+}
+}  // namespace message
+}  // namespace ms_scatter
+
+MSS_MESSAGE_ENTRIES(MSS_MESSAGE_ENTRY)
+#undef MSS_MESSAGE_ENTRY
+
+#endif  // MS_SCATTER_CPU_MESSAGE_H_
