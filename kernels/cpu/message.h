@@ -92,6 +92,19 @@ inline void prefetch_row(const T *row, int64_t F) {
   for (int64_t b = 0; b < F * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
+// One edge's message (its source row, times its weight) into a node's accumulators: the
+// first edge's is copied, the others combined by the reduction.
+template <Spmm R, bool kWeighted, typename T, typename A>
+inline void take_row(A *acc, const T *row, int64_t F, bool first, A weight) {
+  for (int64_t f = 0; f < F; ++f) {
+    const A m = kWeighted ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
+    acc[f] = first ? m
+             : R == Spmm::kMax ? OpMax::update<A>(acc[f], m)
+             : R == Spmm::kMin ? OpMin::update<A>(acc[f], m)
+                               : Arith<A>::add(acc[f], m);
+  }
+}
+
 template <typename T, Spmm R>
 void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const int64_t *src,
                 const int64_t *indptr, const int64_t *order, T *out) {
@@ -109,26 +122,10 @@ void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const
       if (k + kPrefetchEdges < last) prefetch_row(x + src[order ? order[k + kPrefetchEdges] : k + kPrefetchEdges] * F, F);
       const int64_t edge = order ? order[k] : k;
       const T *row = x + src[edge] * F;
-      if (w) {
-        const A weight = to_acc<T>(w[edge]);
-        if (k == b) {
-          for (int64_t f = 0; f < F; ++f) acc[f] = mul_acc<A>(to_acc<T>(row[f]), weight);
-        } else if (R == Spmm::kSum || R == Spmm::kMean) {
-          for (int64_t f = 0; f < F; ++f) acc[f] = Arith<A>::add(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
-        } else if (R == Spmm::kMax) {
-          for (int64_t f = 0; f < F; ++f) acc[f] = OpMax::update<A>(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
-        } else {
-          for (int64_t f = 0; f < F; ++f) acc[f] = OpMin::update<A>(acc[f], mul_acc<A>(to_acc<T>(row[f]), weight));
-        }
-      } else if (k == b) {
-        for (int64_t f = 0; f < F; ++f) acc[f] = to_acc<T>(row[f]);
-      } else if (R == Spmm::kSum || R == Spmm::kMean) {
-        for (int64_t f = 0; f < F; ++f) acc[f] = Arith<A>::add(acc[f], to_acc<T>(row[f]));
-      } else if (R == Spmm::kMax) {
-        for (int64_t f = 0; f < F; ++f) acc[f] = OpMax::update<A>(acc[f], to_acc<T>(row[f]));
-      } else {
-        for (int64_t f = 0; f < F; ++f) acc[f] = OpMin::update<A>(acc[f], to_acc<T>(row[f]));
-      }
+      if (w)
+        take_row<R, true>(acc.data(), row, F, k == b, to_acc<T>(w[edge]));
+      else
+        take_row<R, false>(acc.data(), row, F, k == b, A(1));
     }
     if (R == Spmm::kMean) {
       for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(mean_of<A>(acc[f], e - b));
