@@ -290,3 +290,4 @@ _ENTRY_OPERATOR = {op + suffix: op for op in infer.OPERATORS
 _ENTRY_OPERATOR.update({op: op for op in infer.OWN_ENTRY_OPERATORS})
 _ENTRY_OPERATOR.update({f"Gspmm{r}": "Gspmm" for r in ("Sum", "Mean", "Max", "Min")})  # the fused kernels (message.h)
 _ENTRY_OPERATOR.update({f"Gsddmm{o}": "Gsddmm" for o in ("Add", "Sub", "Mul", "Dot")})
+_ENTRY_OPERATOR.update({"GspmmTieGrad": "Gspmm", "GspmmTieGradWeight": "Gspmm"})  # (max/min's gradient)

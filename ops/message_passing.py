@@ -4,8 +4,9 @@
 
 On the CPU each call is one fused kernel (kernels/cpu/message.h) that never makes the E x F
 tensor of gathered rows, and so are the gradients of gspmm sum/mean (a gspmm over the reversed
-edges, a gsddmm dot for the edge weights) and of gsddmm dot (weighted gspmm sums); max/min's
-gradient (ties split evenly) gathers the messages once. Elsewhere (GPU, Ascend) the composite
+edges, a gsddmm dot for the edge weights), of gspmm max/min (ties split evenly: a pass by
+destination that counts the ties, one by source for d x, one per edge for d edge_weight) and of
+gsddmm dot (weighted gspmm sums). Elsewhere (GPU, Ascend) the composite
 below runs: a gather of the rows along the edges and the engine's segment reduction (gspmm)
 or an elementwise op (gsddmm), with a kernel check of the ids in graphs. An id out of range
 is an error before anything is computed: a ValueError naming the ids in PYNATIVE (the call
@@ -70,8 +71,8 @@ def _edge_shapes(op, src_shape, dst_shape, src_dtype, dst_dtype):
 
 
 # ---------------------------------------------------------------- the fused CPU kernels
-# kernels/cpu/message.h: gspmm sum/mean and every gsddmm op in one pass over the edges, the
-# backward too (no E x F tensor). Graph nodes inferred by the library (<entry>InferShape /
+# kernels/cpu/message.h: gspmm and every gsddmm op in one pass over the edges, the backward
+# too (no E x F tensor). Graph nodes inferred by the library (<entry>InferShape /
 # InferType), as the engine's graph nodes are (ops/_kernel.py says why).
 
 class _FusedKernel(ops.Custom):
@@ -108,33 +109,14 @@ def _spmm_bprop(mean, weighted):
 
 
 def _spmm_extreme_bprop(weighted):
-    """max/min: the gradient of a node splits evenly among the edges whose message ties for its
-    value (the family's rule). It gathers the E x F messages again (the forward did not)."""
-    def gradient(x, src, dst, weight, out, dout):
-        compute = mstype.float32 if x.dtype in (mstype.float16, mstype.bfloat16) else x.dtype
-        rows = gather_rows(ops.cast(x, compute), src)
-        messages = rows
-        if weight is not None:
-            messages = rows * ops.reshape(ops.cast(weight, compute), (-1,) + (1,) * (rows.ndim - 1))
-        won = ops.cast(messages == gather_rows(ops.cast(out, compute), dst), compute)
-        ties = _SEGMENT_SUM(won, dst, out.shape[0])
-        share = gather_rows(ops.cast(dout, compute) / ops.maximum(ties, ops.ones_like(ties)), dst) * won
-        return rows, share, compute
-
+    """max/min: a node's gradient splits evenly among the edges whose message ties for its value
+    (rounds to it; the family's rule), by message.h's tie kernels: no E x F tensor."""
     def bprop_weighted(x, src, dst, rows, weight, out, dout):
-        gathered, share, compute = gradient(x, src, dst, weight, out, dout)
-        shaped = ops.reshape(ops.cast(weight, compute), (-1,) + (1,) * (share.ndim - 1))
-        dx = _SEGMENT_SUM(share * shaped, src, x.shape[0])
-        dw = share * gathered
-        if dw.ndim > 1:  # (reduce_sum over no axis would sum every element)
-            dw = ops.reduce_sum(dw, tuple(range(1, dw.ndim)))
-        return (ops.cast(dx, x.dtype), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows),
-                ops.cast(dw, weight.dtype))
+        return (_TIE_GRAD_W(x, src, dst, out, dout, weight), ops.zeros_like(src), ops.zeros_like(dst),
+                ops.zeros_like(rows), _TIE_GRAD_WEIGHT(x, src, dst, out, dout, weight))
 
     def bprop(x, src, dst, rows, out, dout):
-        _, share, _ = gradient(x, src, dst, None, out, dout)
-        dx = _SEGMENT_SUM(share, src, x.shape[0])
-        return ops.cast(dx, x.dtype), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows)
+        return _TIE_GRAD(x, src, dst, out, dout), ops.zeros_like(src), ops.zeros_like(dst), ops.zeros_like(rows)
     return bprop_weighted if weighted else bprop
 
 
@@ -168,6 +150,8 @@ _GSPMM_MAX, _GSPMM_MAX_W = _FUSED["GspmmMax"], _FUSED["GspmmMax_w"]
 _GSPMM_MIN, _GSPMM_MIN_W = _FUSED["GspmmMin"], _FUSED["GspmmMin_w"]
 _GSDDMM_DOT, _GSDDMM_ADD = _FUSED["GsddmmDot"], _FUSED["GsddmmAdd"]
 _GSDDMM_SUB, _GSDDMM_MUL = _FUSED["GsddmmSub"], _FUSED["GsddmmMul"]
+_TIE_GRAD, _TIE_GRAD_W = _FusedKernel("GspmmTieGrad", None), _FusedKernel("GspmmTieGrad", None)
+_TIE_GRAD_WEIGHT = _FusedKernel("GspmmTieGradWeight", None)
 _FUSED_REDUCES = {"sum": "GspmmSum", "mean": "GspmmMean"}
 
 

@@ -44,6 +44,17 @@ def acc_dtype(dtype):
     return np.dtype(np.float32) if dtype.name in ("float16", "bfloat16") else dtype
 
 
+def mean_acc_dtype(dtype):
+    """A mean's sum: the integers in 64 bits (their mean always fits the dtype, their sum need
+    not), the floats in acc_dtype."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "i":
+        return np.dtype(np.int64)
+    if dtype.kind == "u":
+        return np.dtype(np.uint64)
+    return acc_dtype(dtype)
+
+
 def split_op(op):
     """'ScatterNdAdd' -> ('ScatterNd', 'Add'), from the operator table."""
     record = infer.operator(op)
@@ -143,7 +154,8 @@ _IDENTITY = {"sum": ("Add", 0), "prod": ("Mul", 1), "mean": ("Add", 0)}
 
 def segment_reduce_oracle(reduce, src, segment_ids, num_segments, fill_value=0):
     """segment_reduce on numpy arrays (1-D ids): an empty segment is fill_value; mean is the
-    sum (16-bit floats in float32) over the count, integers truncated toward zero."""
+    sum (16-bit floats in float32, integers in 64 bits) over the count, integers truncated
+    toward zero."""
     src, ids = np.asarray(src), np.asarray(segment_ids)
     counts = np.zeros(num_segments, np.int64)
     for s in ids:
@@ -157,8 +169,9 @@ def segment_reduce_oracle(reduce, src, segment_ids, num_segments, fill_value=0):
         out = segment_oracle(reduce.capitalize(), src, ids, num_segments, start).astype(acc_dtype(src.dtype))
     else:
         reduction, identity = _IDENTITY[reduce]
-        work = src.astype(acc_dtype(src.dtype)) if reduce == "mean" else src
-        out = segment_oracle(reduction, work, ids, num_segments, identity).astype(acc_dtype(src.dtype))
+        acc = mean_acc_dtype(src.dtype) if reduce == "mean" else acc_dtype(src.dtype)
+        work = src.astype(acc) if reduce == "mean" else src
+        out = segment_oracle(reduction, work, ids, num_segments, identity).astype(acc)
         if reduce == "mean":
             denominator = np.maximum(counts, 1).reshape((-1,) + (1,) * (src.ndim - 1))
             out = out / denominator if is_float(src.dtype) else _trunc_div(out, denominator.astype(out.dtype))

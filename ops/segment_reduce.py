@@ -72,7 +72,20 @@ def _kept_rows(segment_ids):
 
 
 def _counts(segment_ids, num_segments):
-    return _SUM(ops.ones_like(segment_ids).astype(mstype.float32), segment_ids, num_segments)
+    return _SUM(ops.ones_like(segment_ids).astype(mstype.int32), segment_ids, num_segments)  # (exact)
+
+
+@constexpr
+def _mean_dtype(dtype):
+    """A mean's sum: float32 for the 16-bit floats, 64 bits for the integers (their mean always
+    fits the dtype, their sum need not)."""
+    if dtype in _HALF:
+        return mstype.float32
+    if dtype in (mstype.int8, mstype.int16, mstype.int32):
+        return mstype.int64
+    if dtype in (mstype.uint8, mstype.uint16, mstype.uint32):
+        return mstype.uint64
+    return dtype
 
 
 def _filled_where_empty(out, counts, fill_value):
@@ -89,7 +102,7 @@ def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0
     n = _num_segments_in_graph("segment_reduce", num_segments)
     _check("segment_reduce", src.shape, segment_ids.shape, n, reduce)
     dtype = src.dtype
-    work = ops.cast(src, mstype.float32) if dtype in _HALF and reduce == "mean" else src
+    work = ops.cast(src, _mean_dtype(dtype)) if reduce == "mean" else src
     if reduce == "sum":
         out = _SUM(work, segment_ids, n)
     elif reduce == "prod":
@@ -331,8 +344,9 @@ segment_reduce.__doc__ = """
     `reduce`: "sum", "mean", "max", "min" or "prod". An empty segment is `fill_value` (mean of
     nothing is `fill_value`, never NaN). `indices_are_sorted`: a promise the kernels may use;
     today they do not need it (the result is the same either way). Integer means truncate
-    toward zero. Gradients: sum/mean/prod the ordinary derivative (prod with zeros), max/min
-    split a segment's gradient evenly among the rows that tie.
+    toward zero, summed in 64 bits (exact where a sum in the dtype would wrap). Gradients:
+    sum/mean/prod the ordinary derivative (prod with zeros), max/min split a segment's
+    gradient evenly among the rows that tie.
 """ + _COMMON + """
     Examples:
         >>> import numpy as np

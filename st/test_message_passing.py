@@ -206,6 +206,75 @@ def test_gspmm_gradient_without_weights_and_with_ties(mode, reduce):
     np.testing.assert_allclose(gx.asnumpy(), expected, rtol=1e-6, atol=1e-6)
 
 
+def _tie_gradient_oracle(x, src, dst, w, out, dout):
+    """gspmm max/min's (dx, dw) by loops: a node's dout split evenly among the edges whose
+    message rounds to its result, accumulated in edge order (float32 for the halves)."""
+    acc = np.float32 if x.dtype in (np.float16, np_dtype("bfloat16")) else x.dtype.type
+    xa, douta = x.astype(acc), dout.astype(acc)
+    wa = np.ones(len(src), acc) if w is None else w.astype(acc)
+    messages = xa[src] * wa.reshape(-1, *([1] * (x.ndim - 1))) if w is not None else xa[src]
+    tied = messages.astype(x.dtype) == out[dst]
+    count = np.zeros(out.shape, np.int64)
+    np.add.at(count, dst, tied.astype(np.int64))
+    share = np.where(count > 0, douta / np.maximum(count, 1).astype(acc), acc(0)).astype(acc)
+    dx, dw = np.zeros(x.shape, acc), np.zeros(len(src), acc)
+    for e in range(len(src)):
+        q = np.where(tied[e], share[dst[e]] * wa[e] if w is not None else share[dst[e]], acc(0))
+        for f in np.ndindex(q.shape):  # (in feature order, one add at a time)
+            if tied[e][f]:
+                dx[src[e]][f] = acc(dx[src[e]][f] + q[f])
+                dw[e] = acc(dw[e] + acc(share[dst[e]][f] * xa[src[e]][f]))
+    return dx.astype(x.dtype), dw.astype(x.dtype)
+
+
+class _ExtremeLoss(nn.Cell):
+    def __init__(self, src, dst, reduce, weighted):
+        super().__init__()
+        self.src, self.dst, self.reduce, self.weighted = Tensor(src), Tensor(dst), reduce, weighted
+
+    def construct(self, x, w):
+        if self.weighted:
+            return ms_scatter.gspmm(x, self.src, self.dst, N, w, reduce=self.reduce)
+        return ms_scatter.gspmm(x, self.src, self.dst, N, reduce=self.reduce)
+
+
+@pytest.mark.parametrize("weighted", [False, True], ids=["plain", "weighted"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("reduce", ["max", "min"])
+def test_gspmm_max_min_gradient_splits_ties_without_the_messages(mode, reduce, dtype, weighted):
+    """Ties (equal rows; for the halves also messages that only round to the same value) split
+    each node's gradient evenly, d x and d edge_weight, against the loop oracle bit for bit; the
+    backward runs message.h's tie kernels, no segment sum of an E x F tensor."""
+    graph_covers(mode, dtype)
+    rng = np.random.default_rng(_seed("ties", reduce, dtype, weighted, mode))
+    npdt = np_dtype(dtype)
+    src, dst = _graph(rng)
+    x = _features(rng, dtype, (M, 3))
+    x[1] = x[0]
+    w = (rng.integers(1, 4, E) / 4).astype(npdt) if weighted else None
+    if weighted and dtype in ("float16", "bfloat16"):
+        w[0] = npdt.type(1 + 2.0 ** -10)  # (a message that rounds to its unweighted value)
+    dout = _features(rng, dtype, (N, 3))
+    net = _ExtremeLoss(src.astype(np.int64), dst.astype(np.int32), reduce, weighted)
+
+    def loss(xt, wt, sens):
+        return (net(xt, wt).astype(ms.float32) * sens).sum()  # (no bfloat16 ReduceSum on the CPU)
+    grad_fn = ms.grad(loss, grad_position=(0, 1))
+    before = ms_scatter.call_counts(entries=True)
+    gx, gw = (ms.jit(grad_fn) if mode == "GRAPH" else grad_fn)(
+        Tensor(x), Tensor(w if weighted else np.ones(E, npdt)), Tensor(dout.astype(np.float32)))
+    gx, gw = gx.asnumpy(), gw.asnumpy()  # (PYNATIVE runs asynchronously)
+    after = ms_scatter.call_counts(entries=True)
+    out = net(Tensor(x), Tensor(w if weighted else np.ones(E, npdt))).asnumpy()
+    want_dx, want_dw = _tie_gradient_oracle(x, src, dst, w, out, dout.astype(npdt))
+    assert_same(gx, want_dx, f"dx {reduce} {dtype}")
+    if weighted:
+        assert_same(gw, want_dw, f"dw {reduce} {dtype}")
+    assert after["GspmmTieGrad"] > before["GspmmTieGrad"]
+    assert after["GspmmTieGradWeight"] - before["GspmmTieGradWeight"] == (1 if weighted else 0)
+    assert after["UnsortedSegmentSum"] == before["UnsortedSegmentSum"]
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int32"])
 def test_fused_kernels_give_the_same_bits_at_any_thread_count(dtype):
     """A graph large enough to split (E x F >= 2^18): 1 thread against 2 and 3."""

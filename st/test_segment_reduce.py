@@ -114,6 +114,48 @@ def test_infinite_rows_keep_their_value_in_max_and_min(mode, dtype):
     assert np.isneginf(out.asnumpy().astype(np.float32)[0, 0])
 
 
+class _MeanSpmm(nn.Cell):
+    def __init__(self, weighted):
+        super().__init__()
+        self.weighted = weighted
+
+    def construct(self, x, src, dst, w):
+        if self.weighted:
+            return ms_scatter.gspmm(x, src, dst, N, w, reduce="mean")
+        return ms_scatter.gspmm(x, src, dst, N, reduce="mean")
+
+
+@pytest.mark.parametrize("dtype", [d for d in VALUE_DTYPES if d[0] in "iu"])
+def test_integer_means_are_exact_where_the_sum_wraps(mode, dtype):
+    """The mean of integers always fits the dtype, their sum need not: 300 rows near the
+    dtype's limits average to the exact value (truncated toward zero), in segment_reduce,
+    segment_csr and gspmm (weighted or not), where a sum in the dtype wrapped to a wrong value."""
+    graph_covers(mode, dtype)
+    info = np.iinfo(np_dtype(dtype))
+    hi, lo = int(min(info.max, 2 ** 62)) - 1, int(max(info.min, -2 ** 62)) + 1
+    if info.bits == 64:  # (64-bit sums wrap as the dtype does; the values here stay clear of it)
+        hi, lo = 2 ** 52 + 1, (-2 ** 52 - 1 if info.min < 0 else 0)
+    values = [hi] * 300 + [hi, lo, lo, hi, lo]
+    ids = np.array([0] * 300 + [1] * 5, np.int32)
+    x = np.array(values, np_dtype(dtype)).reshape(-1, 1)
+    total = hi * 2 + lo * 3
+    want = np.array([[hi], [abs(total) // 5 * (1 if total >= 0 else -1)], [0], [0], [0]], np_dtype(dtype))
+    out = _run(mode, ms_scatter.segment_reduce, x, ids, "mean")
+    assert_same(out.asnumpy(), want, f"segment_reduce mean {dtype}")
+    assert_same(segment_reduce_oracle("mean", x, ids, N), want, f"oracle {dtype}")
+    if mode == "PYNATIVE":
+        csr = ms_scatter.segment_csr(Tensor(x), Tensor(np.array([0, 300, 305, 305, 305, 305], np.int64)), "mean")
+        assert_same(csr.asnumpy(), want, f"segment_csr mean {dtype}")
+    one = np.ones(len(values), np_dtype(dtype))
+    rows = Tensor(np.arange(len(values), dtype=np.int32))
+    for weight in (None, Tensor(one)):
+        if mode == "GRAPH":
+            got = _MeanSpmm(weight is not None)(Tensor(x), rows, Tensor(ids), Tensor(one))
+        else:
+            got = ms_scatter.gspmm(Tensor(x), rows, Tensor(ids), N, weight, reduce="mean")
+        assert_same(got.asnumpy(), want, f"gspmm mean {dtype} weighted={weight is not None}")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_segment_softmax_matches_the_oracle(mode, dtype):
     rng = np.random.default_rng(_seed("softmax", dtype, mode))

@@ -635,6 +635,45 @@ class Driver:
                         out[node] = (out[node].astype(np.uint64) // np.uint64(len(edges))).astype(acc)
             return out.astype(x.dtype).reshape((len(rows),) + x.shape[1:])
 
+    @staticmethod
+    def tie_oracle(x, src, dst, w, out, dout):
+        """GspmmTieGrad / GspmmTieGradWeight by loops: each node's dout split evenly among the
+        edges whose message rounds to its result, in edge order, in the accumulator type."""
+        acc = np.float32 if x.dtype == np.float16 else x.dtype.type
+        feat, o = x.reshape(x.shape[0], -1).astype(acc), out.reshape(out.shape[0], -1)
+        g = dout.reshape(dout.shape[0], -1).astype(acc)
+        with np.errstate(all="ignore"):
+            messages = feat[src] if w is None else (feat[src] * w.astype(acc).reshape(-1, 1)).astype(acc)
+            tied = messages.astype(x.dtype) == o[dst]
+            count = np.zeros(o.shape, np.int64)
+            np.add.at(count, dst, tied.astype(np.int64))
+            share = np.where(count > 0, g / np.maximum(count, 1), 0).astype(acc)
+            dx, dw = np.zeros(feat.shape, acc), np.zeros(len(src), acc)
+            for e in range(len(src)):
+                for f in range(feat.shape[1]):
+                    if tied[e, f]:
+                        q = share[dst[e], f] if w is None else acc(share[dst[e], f] * acc(w[e]))
+                        dx[src[e], f] = acc(dx[src[e], f] + q)
+                        dw[e] = acc(dw[e] + acc(share[dst[e], f] * feat[src[e], f]))
+        return dx.astype(x.dtype).reshape(x.shape), dw.astype(x.dtype)
+
+    def check_ties(self, x, src, dst, weight, out, rng):
+        """max/min's gradient kernels on one forward result, against tie_oracle (floats; the
+        integers for their memory only)."""
+        dout = rng.integers(-3, 4, out.shape).astype(x.dtype)
+        dx = np.full(x.shape, 9, x.dtype)
+        extra = [] if weight is None else [weight]
+        rc = self.message_call("GspmmTieGrad", [x, src, dst, out, dout] + extra + [dx])
+        want_dx, want_dw = self.tie_oracle(x, src, dst, weight, out, dout)
+        if rc != 0 or (x.dtype.kind == "f" and not self.same(dx, want_dx)):
+            self.fail(f"GspmmTieGrad {x.dtype} E={len(src)} weighted={weight is not None}: rc {rc} "
+                      f"{self.last_error()[1]!r}")
+        if weight is not None:
+            dw = np.full(len(src), 9, x.dtype)
+            rc = self.message_call("GspmmTieGradWeight", [x, src, dst, out, dout, weight, dw])
+            if rc != 0 or (x.dtype.kind == "f" and not self.same(dw, want_dw)):
+                self.fail(f"GspmmTieGradWeight {x.dtype} E={len(src)}: rc {rc} {self.last_error()[1]!r}")
+
     def section_message(self):
         spmm = ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin")
         sddmm = ("GsddmmAdd", "GsddmmSub", "GsddmmMul", "GsddmmDot")
@@ -659,6 +698,8 @@ class Driver:
                             if rc != 0 or not self.same(out, want):
                                 self.fail(f"{entry} {dtype} {index_dtype} E={edges} weighted={weight is not None}: "
                                           f"rc {rc} {self.last_error()[1]!r}")
+                            if entry in ("GspmmMax", "GspmmMin") and rc == 0:
+                                self.check_ties(x, src, dst, weight, out, rng)
                     v = x[rng.integers(0, 5, nodes)] if x.shape[0] else np.zeros((nodes,) + feat, dt)
                     for entry in sddmm:
                         out = np.zeros((edges,) if entry == "GsddmmDot" else (edges,) + feat, dt)
@@ -696,6 +737,10 @@ class Driver:
             for entry in sddmm:
                 out = np.zeros((edges,) if entry == "GsddmmDot" else (edges, 5), np.float32)
                 outs.append((self.message_call(entry, [x, x, src, dst.astype(np.int64), out]), out))
+            forward, dout = outs[2][1], x[:nodes][::-1].copy()
+            for entry, shape in (("GspmmTieGrad", (nodes, 5)), ("GspmmTieGradWeight", (edges,))):
+                out = np.zeros(shape, np.float32)
+                outs.append((self.message_call(entry, [x, src, dst, forward, dout, w, out]), out))
             results.append(outs)
         self.lib.ms_scatter_set_num_threads(0)
         for (rc1, a), (rc3, b) in zip(*results):

@@ -58,7 +58,8 @@ CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_
             "ms_scatter_last_threads", "ms_scatter_probe_rmw"}  # the last two: the benchmark's access probe
 # The fused message-passing kernels (kernels/cpu/message.h) have no CUDA version yet.
 CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
-                                      "GsddmmMul", "GsddmmDot") for suffix in ("", "InferShape", "InferType")}
+                                      "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight")
+            for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 
 

@@ -6,6 +6,8 @@
 //       Mean, Max, Min; a node without edges gets 0.
 //   Gsddmm<O>(x_u, x_v, src, dst) -> out: per edge x_u[src[e]] O x_v[dst[e]], O in Add, Sub, Mul
 //       ((E, *F)) or Dot ((E,), summed over the features).
+//   GspmmTieGrad(x, src, dst, out, dout[, edge_weight]) -> dx, GspmmTieGradWeight(..., edge_weight)
+//       -> d edge_weight: the gradient of gspmm max/min (ties split evenly; spmm_ties below).
 // Every id is read and range-checked before anything is written (kIndexOutOfRange). gspmm
 // groups the edges by dst with a stable counting sort (skipped when dst is sorted) and
 // gives each thread whole nodes: each node reduces its edges in edge order, in the
@@ -46,7 +48,7 @@ void run_threads(int n, const F &f) {
 
 // Buffers a calling thread keeps between calls (scatter_cpu.cc's Scratch: no allocation,
 // page faults or zero fill per call).
-enum Buffer { kSrc, kDst, kIndptr, kOrder, kNext, kBuffers };
+enum Buffer { kSrc, kDst, kIndptr, kOrder, kNext, kIndptrBySrc, kOrderBySrc, kBuffers };
 inline int64_t *buffer(Buffer which, int64_t n) {
   static thread_local Scratch<int64_t> buffers[kBuffers];
   return buffers[which].get(static_cast<size_t>(n));
@@ -92,16 +94,51 @@ inline void prefetch_row(const T *row, int64_t F) {
   for (int64_t b = 0; b < F * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
-// One edge's message (its source row, times its weight) into a node's accumulators: the
-// first edge's is copied, the others combined by the reduction.
-template <Spmm R, bool kWeighted, typename T, typename A>
-inline void take_row(A *acc, const T *row, int64_t F, bool first, A weight) {
+// The edges grouped by `keys` (each in [0, N)): *indptr[v] is the first of node v's edges
+// in the returned order (a stable counting sort; nullptr, the identity, when `sorted`).
+inline const int64_t *group(const int64_t *keys, int64_t E, int64_t N, bool sorted, Buffer indptr_buffer,
+                            Buffer order_buffer, const int64_t **indptr_out) {
+  int64_t *indptr = buffer(indptr_buffer, N + 1);
+  std::fill(indptr, indptr + N + 1, int64_t(0));
+  for (int64_t e = 0; e < E; ++e) ++indptr[keys[e] + 1];
+  for (int64_t v = 0; v < N; ++v) indptr[v + 1] += indptr[v];
+  *indptr_out = indptr;
+  if (sorted) return nullptr;
+  int64_t *order = buffer(order_buffer, E);
+  int64_t *next = buffer(kNext, N);
+  std::copy(indptr, indptr + N, next);
+  for (int64_t e = 0; e < E; ++e) order[next[keys[e]]++] = e;
+  return order;
+}
+
+// f(v0, v1) on threads that own whole node ranges, each about an equal share of the edges.
+template <typename F>
+void by_node_ranges(int64_t work, int64_t N, const int64_t *indptr, const F &f) {
+  const int64_t E = indptr[N];
+  const int threads = threads_for(work, N);
+  run_threads(threads, [&](int t) {
+    auto cut = [&](int k) -> int64_t {
+      if (k == 0) return 0;
+      if (k == threads) return N;
+      return std::lower_bound(indptr, indptr + N + 1, (E * k) / threads) - indptr;
+    };
+    const int64_t v0 = std::min(cut(t), N), v1 = std::min(cut(t + 1), N);
+    if (v0 < v1) f(v0, v1);
+  });
+}
+
+// One edge's message (its source row, times its weight, in the accumulator of T) into a
+// node's accumulators S (a mean's: 64 bits for the integers): the first edge's is copied, the
+// others combined by the reduction.
+template <Spmm R, bool kWeighted, typename T, typename S>
+inline void take_row(S *acc, const T *row, int64_t F, bool first, typename AccOf<T>::type weight) {
+  using A = typename AccOf<T>::type;
   for (int64_t f = 0; f < F; ++f) {
-    const A m = kWeighted ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
+    const S m = static_cast<S>(kWeighted ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]));
     acc[f] = first ? m
-             : R == Spmm::kMax ? OpMax::update<A>(acc[f], m)
-             : R == Spmm::kMin ? OpMin::update<A>(acc[f], m)
-                               : Arith<A>::add(acc[f], m);
+             : R == Spmm::kMax ? OpMax::update<S>(acc[f], m)
+             : R == Spmm::kMin ? OpMin::update<S>(acc[f], m)
+                               : Arith<S>::add(acc[f], m);
   }
 }
 
@@ -109,7 +146,8 @@ template <typename T, Spmm R>
 void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const int64_t *src,
                 const int64_t *indptr, const int64_t *order, T *out) {
   using A = typename AccOf<T>::type;
-  std::vector<A> acc(static_cast<size_t>(F));
+  using S = typename std::conditional<R == Spmm::kMean, typename MeanAccOf<T>::type, A>::type;
+  std::vector<S> acc(static_cast<size_t>(F));
   const int64_t last = indptr[v1];
   for (int64_t v = v0; v < v1; ++v) {
     T *o = out + v * F;
@@ -128,9 +166,9 @@ void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const
         take_row<R, false>(acc.data(), row, F, k == b, A(1));
     }
     if (R == Spmm::kMean) {
-      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(mean_of<A>(acc[f], e - b));
+      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(static_cast<A>(mean_of<S>(acc[f], e - b)));
     } else {
-      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(acc[f]);
+      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(static_cast<A>(acc[f]));
     }
   }
 }
@@ -144,33 +182,121 @@ int spmm(const char *op, void **params, int *ndims, int64_t **shapes, const char
   int rc = read_ids(op, "src", params[1], dtypes[1], E, nx, src, nullptr);
   if (rc == kOk) rc = read_ids(op, "dst", params[2], dtypes[2], E, N, dst, &sorted);
   if (rc != kOk) return rc;
-  // indptr[v]: the first of node v's edges in `order` (the edges stably sorted by dst)
-  int64_t *indptr = buffer(kIndptr, N + 1);
-  std::fill(indptr, indptr + N + 1, int64_t(0));
-  for (int64_t e = 0; e < E; ++e) ++indptr[dst[e] + 1];
-  for (int64_t v = 0; v < N; ++v) indptr[v + 1] += indptr[v];
-  int64_t *order = nullptr;
-  if (!sorted) {
-    order = buffer(kOrder, E);
-    int64_t *next = buffer(kNext, N);
-    std::copy(indptr, indptr + N, next);
-    for (int64_t e = 0; e < E; ++e) order[next[dst[e]]++] = e;
-  }
+  const int64_t *indptr = nullptr, *order = group(dst, E, N, sorted, kIndptr, kOrder, &indptr);
   const T *x = static_cast<const T *>(params[0]);
   const T *w = weighted ? static_cast<const T *>(params[4]) : nullptr;
   T *out = static_cast<T *>(params[weighted ? 5 : 4]);
-  const int threads = threads_for(E * F, N);
-  const int64_t *ord = order;
-  run_threads(threads, [&](int t) {
-    // nodes [v0, v1): about an equal share of the edges each
-    auto cut = [&](int k) -> int64_t {
-      if (k == 0) return 0;
-      if (k == threads) return N;
-      const int64_t target = (E * k) / threads;
-      return std::lower_bound(indptr, indptr + N + 1, target) - indptr;
-    };
-    const int64_t v0 = std::min(cut(t), N), v1 = std::min(cut(t + 1), N);
-    if (v0 < v1) spmm_nodes<T, R>(v0, v1, F, x, w, src, indptr, ord, out);
+  by_node_ranges(E * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    spmm_nodes<T, R>(v0, v1, F, x, w, src, indptr, order, out);
+  });
+  return kOk;
+}
+
+// The gradient of gspmm max/min (the family's rule): a node's gradient splits evenly among the
+// edges whose message ties for its result, i.e. rounds to it in the result's dtype (a NaN
+// result ties with nothing). Three passes over the edges, none making an E x F tensor:
+// shares (by dst) -> d x (by src) or d edge_weight (per edge).
+enum class Ties { kX, kWeight };
+
+template <typename T, typename A>
+inline bool tie(A message, T result) {
+  return to_acc<T>(from_acc<T>(message)) == to_acc<T>(result);
+}
+// float16: the same test on the bits (a float compare of two converted halves becomes a
+// _Float16 compare, a libgcc call per element without AVX-512 FP16).
+template <>
+inline bool tie<half_t, float>(float message, half_t result) {
+  const uint16_t a = from_acc<half_t>(message).bits, b = result.bits;
+  if ((a & 0x7fffu) > 0x7c00u || (b & 0x7fffu) > 0x7c00u) return false;  // NaN ties with nothing
+  return a == b || ((a | b) & 0x7fffu) == 0;                              // +0 == -0
+}
+
+// share[v, f] = dout[v, f] / the number of v's edges whose message ties for out[v, f] (0 where
+// none), in the accumulator type, in a buffer of the calling thread.
+template <typename T>
+const typename AccOf<T>::type *tie_shares(int64_t N, int64_t F, const T *x, const T *w, const int64_t *src,
+                                          const int64_t *indptr, const int64_t *order, const T *out,
+                                          const T *dout) {
+  using A = typename AccOf<T>::type;
+  static thread_local Scratch<A> buffer_of_shares;
+  A *share = buffer_of_shares.get(static_cast<size_t>(N * F));
+  by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    std::vector<int64_t> count(static_cast<size_t>(F));
+    for (int64_t v = v0; v < v1; ++v) {
+      std::fill(count.begin(), count.end(), int64_t(0));
+      const T *o = out + v * F;
+      for (int64_t k = indptr[v]; k < indptr[v + 1]; ++k) {
+        const int64_t edge = order ? order[k] : k;
+        const T *row = x + src[edge] * F;
+        const A weight = w ? to_acc<T>(w[edge]) : A(1);
+        for (int64_t f = 0; f < F; ++f) {
+          const A m = w ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
+          count[f] += tie(m, o[f]);
+        }
+      }
+      for (int64_t f = 0; f < F; ++f)
+        share[v * F + f] = count[f] ? static_cast<A>(to_acc<T>(dout[v * F + f]) / static_cast<A>(count[f])) : A(0);
+    }
+  });
+  return share;
+}
+
+// Ties::kX: params x, src, dst, out, dout[, edge_weight], dx (x's shape): dx[u] sums, in edge
+// order, the shares (times the weight) of the edges from u that tie. Ties::kWeight: params x,
+// src, dst, out, dout, edge_weight, dw ((E,)): dw[e] = the sum over the tied features of
+// share * x[src[e]].
+template <typename T, Ties G>
+int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes, bool weighted) {
+  using A = typename AccOf<T>::type;
+  const int64_t nx = shapes[0][0], E = shapes[1][0], N = shapes[3][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *src = buffer(kSrc, E), *dst = buffer(kDst, E);
+  bool src_sorted = false, dst_sorted = false;
+  int rc = read_ids(op, "src", params[1], dtypes[1], E, nx, src, &src_sorted);
+  if (rc == kOk) rc = read_ids(op, "dst", params[2], dtypes[2], E, N, dst, &dst_sorted);
+  if (rc != kOk) return rc;
+  const T *x = static_cast<const T *>(params[0]);
+  const T *out = static_cast<const T *>(params[3]);
+  const T *w = weighted ? static_cast<const T *>(params[5]) : nullptr;
+  const int64_t *indptr = nullptr, *order = group(dst, E, N, dst_sorted, kIndptr, kOrder, &indptr);
+  const A *share = tie_shares<T>(N, F, x, w, src, indptr, order, out, static_cast<const T *>(params[4]));
+  if (G == Ties::kWeight) {
+    T *dw = static_cast<T *>(params[6]);
+    const int threads = threads_for(E * F, E);
+    run_threads(threads, [&](int t) {
+      for (int64_t e = E * t / threads, e1 = E * (t + 1) / threads; e < e1; ++e) {
+        const T *row = x + src[e] * F, *o = out + dst[e] * F;
+        const A *q = share + dst[e] * F;
+        const A weight = to_acc<T>(w[e]);
+        A sum = A(0);
+        for (int64_t f = 0; f < F; ++f) {
+          const A value = to_acc<T>(row[f]);
+          if (tie(mul_acc<A>(value, weight), o[f])) sum = Arith<A>::add(sum, mul_acc<A>(q[f], value));
+        }
+        dw[e] = from_acc<T>(sum);
+      }
+    });
+    return kOk;
+  }
+  T *dx = static_cast<T *>(params[weighted ? 6 : 5]);
+  const int64_t *by_src = nullptr, *src_order = group(src, E, nx, src_sorted, kIndptrBySrc, kOrderBySrc, &by_src);
+  by_node_ranges(E * F, nx, by_src, [&](int64_t u0, int64_t u1) {
+    std::vector<A> acc(static_cast<size_t>(F));
+    for (int64_t u = u0; u < u1; ++u) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      const T *row = x + u * F;
+      for (int64_t k = by_src[u]; k < by_src[u + 1]; ++k) {
+        const int64_t edge = src_order ? src_order[k] : k;
+        const T *o = out + dst[edge] * F;
+        const A *q = share + dst[edge] * F;
+        const A weight = w ? to_acc<T>(w[edge]) : A(1);
+        for (int64_t f = 0; f < F; ++f) {
+          const A m = w ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
+          if (tie(m, o[f])) acc[f] = Arith<A>::add(acc[f], w ? mul_acc<A>(q[f], weight) : q[f]);
+        }
+      }
+      for (int64_t f = 0; f < F; ++f) dx[u * F + f] = from_acc<T>(acc[f]);
+    }
   });
   return kOk;
 }
@@ -263,6 +389,33 @@ int gspmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t *
   });
 }
 
+template <Ties G>
+int gspmm_grad_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  const bool weighted = nparam == 7;
+  if (G == Ties::kWeight && !weighted) {
+    set_error(kBadArguments, "For '%s', expected 7 arguments, but got %d.", op, nparam);
+    return kBadArguments;
+  }
+  int rc = check_args(op, nparam, weighted ? 6 : 5, ndims, shapes, dtypes,
+                      weighted ? std::initializer_list<int>{3, 4, 5, 6} : std::initializer_list<int>{3, 4, 5});
+  if (rc != kOk) return rc;
+  const int64_t F = feature_size(ndims[0], shapes[0]), E = shapes[1][0];
+  const int result = weighted ? 6 : 5;
+  bool ok = shapes[2][0] == E && ndims[3] == ndims[0] && ndims[4] == ndims[0] && shapes[4][0] == shapes[3][0] &&
+            feature_size(ndims[3], shapes[3]) == F && feature_size(ndims[4], shapes[4]) == F &&
+            (!weighted || (ndims[5] == 1 && shapes[5][0] == E));
+  ok = ok && (G == Ties::kWeight ? ndims[result] == 1 && shapes[result][0] == E
+                                 : ndims[result] == ndims[0] && shapes[result][0] == shapes[0][0] &&
+                                       feature_size(ndims[result], shapes[result]) == F);
+  if (!ok) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return spmm_ties<decltype(value), G>(op, params, ndims, shapes, dtypes, weighted);
+  });
+}
+
 template <Sddmm O>
 int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {1, 4});
@@ -291,7 +444,9 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(GsddmmAdd, gsddmm, Sddmm::kAdd)              \
   X(GsddmmSub, gsddmm, Sddmm::kSub)              \
   X(GsddmmMul, gsddmm, Sddmm::kMul)              \
-  X(GsddmmDot, gsddmm, Sddmm::kDot)
+  X(GsddmmDot, gsddmm, Sddmm::kDot)              \
+  X(GspmmTieGrad, gspmm_grad, Ties::kX)          \
+  X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight)
 
 #define MSS_MESSAGE_ENTRY(NAME, KIND, TAG)                                                                 \
   MSS_EXPORT int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,        \
@@ -323,6 +478,11 @@ inline std::vector<int64_t> infer_gspmm(Spmm, int *ndims, int64_t **shapes) {
   if (out.empty()) throw std::invalid_argument("For 'gspmm', 'x' must have rank >= 1.");
   out[0] = ndims[3] >= 1 ? shapes[3][0] : -1;
   return out;
+}
+inline std::vector<int64_t> infer_gspmm_grad(Ties g, int *ndims, int64_t **shapes) {
+  if (g == Ties::kWeight) return {ndims[1] >= 1 ? shapes[1][0] : -1};
+  if (ndims[0] < 0) return {-2};
+  return std::vector<int64_t>(shapes[0], shapes[0] + ndims[0]);
 }
 inline std::vector<int64_t> infer_gsddmm(Sddmm o, int *ndims, int64_t **shapes) {
   const int64_t edges = ndims[2] >= 1 ? shapes[2][0] : -1;

@@ -42,7 +42,8 @@ namespace ms_scatter {
 #define MSS_SEGMENT_IDS(S, OP) kCalls_UnsortedSegment##S,
 // The fused message-passing entries (CPU only: kernels/cpu/message.h) are counted here too.
 #define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
-  X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot)
+  X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
+  X(GspmmTieGrad) X(GspmmTieGradWeight)
 #define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,

@@ -117,6 +117,14 @@ template <typename A> struct MeanOf<A, true, false> {
 };
 template <typename A> MSS_HD A mean_of(A sum, int64_t count) { return MeanOf<A>::of(sum, count); }
 
+// A mean's sum: the integers in 64 bits, so that the mean of any number of values (which
+// always fits the dtype) is exact where their sum would wrap; the floats as AccOf.
+template <typename T, bool = IntTraits<T>::integral, bool = IntTraits<T>::is_signed> struct MeanAccOf {
+  using type = typename AccOf<T>::type;
+};
+template <typename T> struct MeanAccOf<T, true, true> { using type = int64_t; };
+template <typename T> struct MeanAccOf<T, true, false> { using type = uint64_t; };
+
 template <typename T, typename Op> struct Reducer {
   using acc_t = typename AccOf<T>::type;
   MSS_HD static acc_t load(T v) { return to_acc<T>(v); }
