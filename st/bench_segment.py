@@ -161,6 +161,11 @@ def _rows(x_np, ids_np, n, peers):
                                                          ops.gather(a, src, 0)) * dout).sum())
     rows["gspmm sum fwd+bwd"] = {"ours-py": lambda: ours_grad(h),
                                  "ms-py gather+tsa": lambda: ms_grad(h)}
+    max_grad = ms.grad(lambda a: (ms_scatter.gspmm(a, src, dst, n, reduce="max") * dout).sum())
+    ms_max_grad = ms.grad(lambda a: (ops.tensor_scatter_max(ops.full_like(dout, -np.inf), ops.reshape(dst, (-1, 1)),
+                                                             ops.gather(a, src, 0)) * dout).sum())
+    rows["gspmm max fwd+bwd"] = {"ours-py": lambda: max_grad(h),
+                                 "ms-py gather+tsmax": lambda: ms_max_grad(h)}
     xt, it = Tensor(x_np), Tensor(ids_np)
     rows["argmax (vs max)"] = {"ours-py": lambda: ms_scatter.segment_argmax(xt, it, n),
                                "ours-py max": lambda: ms_scatter.segment_reduce(xt, it, n, "max")}
