@@ -94,6 +94,13 @@ inline void prefetch_row(const T *row, int64_t F) {
   for (int64_t b = 0; b < F * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(p + b);
 }
 
+// One edge's message for one feature, in the accumulator of T: the source value, times the
+// edge's weight when the call has weights.
+template <typename T>
+inline typename AccOf<T>::type message_of(T value, bool weighted, typename AccOf<T>::type weight) {
+  return weighted ? mul_acc<typename AccOf<T>::type>(to_acc<T>(value), weight) : to_acc<T>(value);
+}
+
 // The edges grouped by `keys` (each in [0, N)): *indptr[v] is the first of node v's edges
 // in the returned order (a stable counting sort; nullptr, the identity, when `sorted`).
 inline const int64_t *group(const int64_t *keys, int64_t E, int64_t N, bool sorted, Buffer indptr_buffer,
@@ -132,9 +139,8 @@ void by_node_ranges(int64_t work, int64_t N, const int64_t *indptr, const F &f) 
 // others combined by the reduction.
 template <Spmm R, bool kWeighted, typename T, typename S>
 inline void take_row(S *acc, const T *row, int64_t F, bool first, typename AccOf<T>::type weight) {
-  using A = typename AccOf<T>::type;
   for (int64_t f = 0; f < F; ++f) {
-    const S m = static_cast<S>(kWeighted ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]));
+    const S m = static_cast<S>(message_of<T>(row[f], kWeighted, weight));
     acc[f] = first ? m
              : R == Spmm::kMax ? OpMax::update<S>(acc[f], m)
              : R == Spmm::kMin ? OpMin::update<S>(acc[f], m)
@@ -230,8 +236,7 @@ const typename AccOf<T>::type *tie_shares(int64_t N, int64_t F, const T *x, cons
         const T *row = x + src[edge] * F;
         const A weight = w ? to_acc<T>(w[edge]) : A(1);
         for (int64_t f = 0; f < F; ++f) {
-          const A m = w ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
-          count[f] += tie(m, o[f]);
+          count[f] += tie(message_of<T>(row[f], w != nullptr, weight), o[f]);
         }
       }
       for (int64_t f = 0; f < F; ++f)
@@ -271,7 +276,7 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
         A sum = A(0);
         for (int64_t f = 0; f < F; ++f) {
           const A value = to_acc<T>(row[f]);
-          if (tie(mul_acc<A>(value, weight), o[f])) sum = Arith<A>::add(sum, mul_acc<A>(q[f], value));
+          if (tie(message_of<T>(row[f], true, weight), o[f])) sum = Arith<A>::add(sum, mul_acc<A>(q[f], value));
         }
         dw[e] = from_acc<T>(sum);
       }
@@ -291,8 +296,7 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
         const A *q = share + dst[edge] * F;
         const A weight = w ? to_acc<T>(w[edge]) : A(1);
         for (int64_t f = 0; f < F; ++f) {
-          const A m = w ? mul_acc<A>(to_acc<T>(row[f]), weight) : to_acc<T>(row[f]);
-          if (tie(m, o[f])) acc[f] = Arith<A>::add(acc[f], w ? mul_acc<A>(q[f], weight) : q[f]);
+          if (tie(message_of<T>(row[f], w != nullptr, weight), o[f])) acc[f] = Arith<A>::add(acc[f], w ? mul_acc<A>(q[f], weight) : q[f]);
         }
       }
       for (int64_t f = 0; f < F; ++f) dx[u * F + f] = from_acc<T>(acc[f]);
