@@ -551,3 +551,23 @@ class ShardKernel(ScatterKernel):
         if self._token:
             updates = in_place_updates(self.op_name, input_x, updates)
         return super().convert(input_x, indices, updates) + (shard,)
+
+
+class FusedKernel(ops.Custom):
+    """One fused entry of the CPU library (kernels/cpu/message.h: its inputs as listed there),
+    its graph node inferred by the library (<entry>InferShape / InferType), as the engine's are."""
+
+    def __init__(self, entry, bprop):
+        _, func = kernel_func(entry, "CPU")
+        super().__init__(func, out_shape=lambda *shapes: None, out_dtype=lambda *dtypes: None, func_type="aot",
+                         bprop=bprop)
+        self.add_prim_attr("cpp_infer_shape", True)
+        self.add_prim_attr("cpp_infer_type", True)
+        self.add_prim_attr("reg_op_name", entry)
+
+
+@constexpr
+def fused_path():
+    """Whether calls made now take the fused CPU kernels (the device target is the CPU, no
+    Ascend emulation); elsewhere the callers' composites of the engine's kernels run."""
+    return _ascend.host_direct()

@@ -107,6 +107,10 @@ def _handle(path):
             from mindspore._c_expression import typing  # pylint: disable=import-outside-toplevel
             set_id.argtypes = [ctypes.c_int]
             set_id(int(typing.type_to_type_id(mstype.int32)))
+            set_id64 = getattr(lib, "ms_scatter_set_int64_type_id", None)  # (the arg outputs of message.h)
+            if set_id64 is not None:
+                set_id64.argtypes = [ctypes.c_int]
+                set_id64(int(typing.type_to_type_id(mstype.int64)))
         lib.ms_scatter_last_error.restype = ctypes.c_int
         lib.ms_scatter_last_error.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_ulonglong)]
         _handles[path] = lib
@@ -291,3 +295,5 @@ _ENTRY_OPERATOR.update({op: op for op in infer.OWN_ENTRY_OPERATORS})
 _ENTRY_OPERATOR.update({f"Gspmm{r}": "Gspmm" for r in ("Sum", "Mean", "Max", "Min")})  # the fused kernels (message.h)
 _ENTRY_OPERATOR.update({f"Gsddmm{o}": "Gsddmm" for o in ("Add", "Sub", "Mul", "Dot")})
 _ENTRY_OPERATOR.update({"GspmmTieGrad": "Gspmm", "GspmmTieGradWeight": "Gspmm"})  # (max/min's gradient)
+_ENTRY_OPERATOR.update({"SegmentArgMax": "SegmentArgmax", "SegmentArgMin": "SegmentArgmin",
+                        "SegmentArgValues": "SegmentArg"})

@@ -17,11 +17,10 @@ from mindspore import Tensor, ops
 from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 
-from . import _ascend, infer
+from . import infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
-from ._kernel import _known_or_unknown
-from ._lib import kernel_func
+from ._kernel import FusedKernel, _known_or_unknown, fused_path
 from .primitives import FUNCTIONS
 from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, gather_rows
 from .segment_reduce import _num_segments_in_graph, segment_reduce
@@ -75,18 +74,6 @@ def _edge_shapes(op, src_shape, dst_shape, src_dtype, dst_dtype):
 # too (no E x F tensor). Graph nodes inferred by the library (<entry>InferShape /
 # InferType), as the engine's graph nodes are (ops/_kernel.py says why).
 
-class _FusedKernel(ops.Custom):
-    """One fused entry of the CPU library (inputs as message.h lists them)."""
-
-    def __init__(self, entry, bprop):
-        _, func = kernel_func(entry, "CPU")
-        super().__init__(func, out_shape=lambda *shapes: None, out_dtype=lambda *dtypes: None, func_type="aot",
-                         bprop=bprop)
-        self.add_prim_attr("cpp_infer_shape", True)
-        self.add_prim_attr("cpp_infer_type", True)
-        self.add_prim_attr("reg_op_name", entry)
-
-
 def _spmm_bprop(mean, weighted):
     """d x: a gspmm sum over the reversed edges of dout (mean: divided by each node's in-degree);
     d edge_weight: a gsddmm dot of x's rows along the edges with those of that gradient."""
@@ -137,11 +124,11 @@ def _sddmm_bprop(op_name):
     return bprop
 
 
-_FUSED = {name + suffix: _FusedKernel(name, _spmm_bprop(name == "GspmmMean", suffix == "_w"))
+_FUSED = {name + suffix: FusedKernel(name, _spmm_bprop(name == "GspmmMean", suffix == "_w"))
           for name in ("GspmmSum", "GspmmMean") for suffix in ("", "_w")}
-_FUSED.update({name + suffix: _FusedKernel(name, _spmm_extreme_bprop(suffix == "_w"))
+_FUSED.update({name + suffix: FusedKernel(name, _spmm_extreme_bprop(suffix == "_w"))
                for name in ("GspmmMax", "GspmmMin") for suffix in ("", "_w")})
-_FUSED.update({f"Gsddmm{op.title()}": _FusedKernel(f"Gsddmm{op.title()}", _sddmm_bprop(op)) for op in GSDDMM_OPS})
+_FUSED.update({f"Gsddmm{op.title()}": FusedKernel(f"Gsddmm{op.title()}", _sddmm_bprop(op)) for op in GSDDMM_OPS})
 _GSPMM_SUM = _FUSED["GspmmSum"]
 _GSPMM_SUM_W = _FUSED["GspmmSum_w"]
 _GSPMM_MEAN = _FUSED["GspmmMean"]
@@ -150,16 +137,9 @@ _GSPMM_MAX, _GSPMM_MAX_W = _FUSED["GspmmMax"], _FUSED["GspmmMax_w"]
 _GSPMM_MIN, _GSPMM_MIN_W = _FUSED["GspmmMin"], _FUSED["GspmmMin_w"]
 _GSDDMM_DOT, _GSDDMM_ADD = _FUSED["GsddmmDot"], _FUSED["GsddmmAdd"]
 _GSDDMM_SUB, _GSDDMM_MUL = _FUSED["GsddmmSub"], _FUSED["GsddmmMul"]
-_TIE_GRAD, _TIE_GRAD_W = _FusedKernel("GspmmTieGrad", None), _FusedKernel("GspmmTieGrad", None)
-_TIE_GRAD_WEIGHT = _FusedKernel("GspmmTieGradWeight", None)
+_TIE_GRAD, _TIE_GRAD_W = FusedKernel("GspmmTieGrad", None), FusedKernel("GspmmTieGrad", None)
+_TIE_GRAD_WEIGHT = FusedKernel("GspmmTieGradWeight", None)
 _FUSED_REDUCES = {"sum": "GspmmSum", "mean": "GspmmMean"}
-
-
-@constexpr
-def _fused_path():
-    """Whether calls made now take the fused CPU kernels (the device target is the CPU, no
-    Ascend emulation); elsewhere the composite below runs."""
-    return _ascend.host_direct()
 
 
 @constexpr
@@ -195,7 +175,7 @@ def _gspmm(x, src, dst, num_nodes, edge_weight, reduce, graph_check):
     n = _num_segments_in_graph("gspmm", num_nodes)
     _gspmm_plan(x.shape, src.shape, dst.shape, None if edge_weight is None else edge_weight.shape, x.dtype,
                 src.dtype, dst.dtype, None if edge_weight is None else edge_weight.dtype, reduce, n)
-    if _fused_path():
+    if fused_path():
         rows = ops.zeros((n,), mstype.int8)  # (only its length is read: the output's rows)
         if edge_weight is None:
             if reduce == "sum":
@@ -253,7 +233,7 @@ def _gsddmm_plan(u_shape, v_shape, src_shape, dst_shape, u_dtype, v_dtype, src_d
 
 def _gsddmm(x_u, x_v, src, dst, op_name, graph_check):
     _gsddmm_plan(x_u.shape, x_v.shape, src.shape, dst.shape, x_u.dtype, x_v.dtype, src.dtype, dst.dtype, op_name)
-    if _fused_path():
+    if fused_path():
         if op_name == "dot":
             return _GSDDMM_DOT(x_u, x_v, src, dst)
         if op_name == "add":

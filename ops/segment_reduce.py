@@ -7,8 +7,9 @@ the row ranges of an ``indptr``), ``segment_argmax`` / ``segment_argmin`` and
 Each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis scatter
 each, negative ids dropped, an id >= num_segments an error before anything is computed) and
 elementwise MindSpore ops: a count pass where an empty segment needs ``fill_value`` (mean's
-finalize step), a max pass and a min pass of row numbers for the arg outputs, a max pass and a
-sum pass for the softmax. Gradients follow from the kernels' own (sum, prod with zeros, max/min
+finalize step), a max pass and a sum pass for the softmax. The arg outputs are, on the CPU,
+one fused pass (kernels/cpu/message.h: SegmentArgMax/Min, then SegmentArgValues); elsewhere
+a max pass and a min pass of row numbers. Gradients follow from the kernels' own (sum, prod with zeros, max/min
 ties split evenly): mean's is the sum's divided by the count; softmax's is
 ``y * (dy - segment_sum(y * dy))``. float16 and bfloat16 are computed in float32.
 """
@@ -20,9 +21,10 @@ from mindspore.ops import constexpr
 from . import infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
-from ._kernel import _known_or_unknown
+from ._kernel import FusedKernel, _known_or_unknown, fused_path
+from ._lib import ScatterIndexError
 from .primitives import FUNCTIONS
-from .segment import (SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, gather_rows,
+from .segment import (SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, _segment_bprop, gather_rows,
                       segment_max_from_inf, segment_min_from_inf)
 
 _SUM = SEGMENT_FUNCTIONS["unsorted_segment_sum"]
@@ -138,9 +140,27 @@ def _is_one(value):
     return not isinstance(value, bool) and value == 1
 
 
-def _arg(op, src, segment_ids, num_segments, best):
+def _arg_values_bprop(src, segment_ids, arg, out, dout):  # pylint: disable=unused-argument
+    """The values' gradient: the segment max's (ties split evenly), not only the arg row's."""
+    return _segment_bprop("Max")(out, segment_ids, src, out, dout)[2], ops.zeros_like(segment_ids), ops.zeros_like(arg)
+
+
+def _no_gradient(src, segment_ids, rows, out, dout):  # pylint: disable=unused-argument
+    return ops.zeros_like(src), ops.zeros_like(segment_ids), ops.zeros_like(rows)
+
+
+# The fused CPU kernels (kernels/cpu/message.h): the arg in one pass over the rows grouped by
+# id, then the values it names.
+_ARG_VALUES = FusedKernel("SegmentArgValues", _arg_values_bprop)
+
+
+def _arg(op, src, segment_ids, num_segments, best, fused):
     n = _num_segments_in_graph(op, num_segments)
     _check(op, src.shape, segment_ids.shape, n, None)
+    if fused_path():
+        arg = fused(src, segment_ids, ops.zeros((n,), mstype.int8))  # (rows: only its length is read)
+        return _ARG_VALUES(src, segment_ids, arg), arg
+    # elsewhere: the segment max (min), then the first row holding it (a min pass of row numbers)
     rows, kept = _kept_rows(segment_ids)
     dtype = src.dtype
     values = best(src, segment_ids, n)
@@ -159,15 +179,54 @@ def _arg(op, src, segment_ids, num_segments, best):
     return ops.cast(values, dtype), arg
 
 
+class _ArgPath:
+    """segment_argmax / argmin's two paths: a Python call on the fused kernels reads the ids
+    first (an id >= num_segments raises ScatterIndexError naming it; MindSpore's launch would
+    turn the kernel's error into a generic RuntimeError); a graph compiles _ms_graph_method."""
+    __ms_class__ = True
+    __parse_method__ = GRAPH_METHOD
+
+    def __init__(self, op, best, fused):
+        self.op, self.best, self.fused = op, best, fused
+
+    def __call__(self, src, segment_ids, num_segments):
+        for name, value in (("src", src), ("segment_ids", segment_ids)):
+            if not isinstance(value, Tensor):
+                raise infer.op_error(TypeError, self.op, f"'{name}' must be a Tensor, but got {type(value).__name__}.")
+        n = _num_segments_in_graph(self.op, num_segments)
+        _check(self.op, src.shape, segment_ids.shape, n, None)
+        if fused_path():
+            _check_segment_ids(self.op, segment_ids, n)
+        return _arg(self.op, src, segment_ids, n, self.best, self.fused)
+
+    def _ms_graph_method(self, src, segment_ids, num_segments):
+        return _arg(self.op, src, segment_ids, num_segments, self.best, self.fused)
+
+
+def _check_segment_ids(op, segment_ids, n):
+    """Raise the kernel's ScatterIndexError for the first id >= n (read now, O(E))."""
+    ids = segment_ids.asnumpy()
+    bad = ids >= n
+    if ids.ndim == 1 and bad.any():
+        at = int(bad.argmax())
+        raise ScatterIndexError(f"For '{op}', each value of 'segment_ids' must be < num_segments ({n}) (a negative "
+                                f"id drops its row), but got {int(ids[at])} at position ({at},) of 'segment_ids' "
+                                f"(shape {tuple(ids.shape)}).")
+
+
+_ARGMAX_PATH = _ArgPath("segment_argmax", _MAX, FusedKernel("SegmentArgMax", _no_gradient))
+_ARGMIN_PATH = _ArgPath("segment_argmin", _MIN, FusedKernel("SegmentArgMin", _no_gradient))
+
+
 def segment_argmax(src, segment_ids, num_segments):
     """(values, arg): the max of each segment and the row of `src` that won (the first in index
     order among ties, a NaN winning; an empty segment: value 0, arg E = src.shape[0])."""
-    return _arg("segment_argmax", src, segment_ids, num_segments, _MAX)
+    return _ARGMAX_PATH(src, segment_ids, num_segments)
 
 
 def segment_argmin(src, segment_ids, num_segments):
     """(values, arg): as segment_argmax, for the min."""
-    return _arg("segment_argmin", src, segment_ids, num_segments, _MIN)
+    return _ARGMIN_PATH(src, segment_ids, num_segments)
 
 
 def segment_softmax(src, segment_ids, num_segments):

@@ -94,6 +94,38 @@ def test_segment_arg_matches_the_oracle(mode, kind, dtype):
     assert (want_arg[N - 1] == x.shape[0]).all()  # the empty segment's arg is E
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int64"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_segment_arg_is_one_fused_pass_on_the_cpu(mode, kind, dtype):
+    """Rows enough for the kernel's threads (E x F >= 2^18), many ties (small integers), NaN,
+    unsorted ids with dropped rows: the oracle's bits, from the fused arg kernels, with no
+    segment max or min pass."""
+    graph_covers(mode, dtype)
+    rng = np.random.default_rng(_seed("arg-fused", kind, dtype, mode))
+    x = rng.integers(-5, 6, (20000, 16)).astype(np_dtype(dtype))
+    if is_float(np_dtype(dtype)):
+        x[rng.integers(0, 20000, 40), rng.integers(0, 16, 40)] = np.nan
+    ids = rng.integers(-1, N - 1, 20000).astype(np.int64)
+    fn = ms_scatter.segment_argmax if kind == "max" else ms_scatter.segment_argmin
+    before = ms_scatter.call_counts()
+    values, arg = _run(mode, fn, x, ids)
+    want_values, want_arg = segment_arg_oracle(kind, x, ids, N)
+    assert_same(arg.asnumpy(), want_arg, f"segment_arg{kind} {dtype}: arg")
+    assert_same(values.asnumpy(), want_values, f"segment_arg{kind} {dtype}: values")
+    after = ms_scatter.call_counts()
+    op = f"SegmentArg{kind}"
+    assert after.get(op, 0) > before.get(op, 0)
+    for engine in ("UnsortedSegmentMax", "UnsortedSegmentMin"):
+        assert after.get(engine, 0) == before.get(engine, 0)
+
+
+def test_segment_arg_id_out_of_range_is_an_error_naming_it():
+    with pytest.raises(ms_scatter.ScatterIndexError, match=r"For 'segment_argmin', each value of 'segment_ids' must "
+                                                           r"be < num_segments \(5\) \(a negative id drops its row\), "
+                                                           r"but got 7 at position \(2,\)"):
+        ms_scatter.segment_argmin(Tensor(np.ones((3, 2), np.float32)), Tensor(np.array([0, -1, 7], np.int32)), N)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_infinite_rows_keep_their_value_in_max_and_min(mode, dtype):
     """A segment of -inf rows has max -inf (not the dtype's lowest finite value), one of +inf

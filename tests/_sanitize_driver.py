@@ -674,6 +674,40 @@ class Driver:
             if rc != 0 or (x.dtype.kind == "f" and not self.same(dw, want_dw)):
                 self.fail(f"GspmmTieGradWeight {x.dtype} E={len(src)}: rc {rc} {self.last_error()[1]!r}")
 
+    @staticmethod
+    def arg_oracle(kind, x, ids, nodes):
+        """segment_argmax / argmin by loops: per segment and feature the first row holding the
+        max (min), the first NaN winning; E for an empty segment; negative ids dropped."""
+        feat = x.reshape(x.shape[0], int(np.prod(x.shape[1:])))
+        arg = np.full((nodes, feat.shape[1]), x.shape[0], np.int64)
+        for f in range(feat.shape[1]):
+            for node in range(nodes):
+                best = None
+                for row in np.nonzero(ids == node)[0]:
+                    value = feat[row, f]
+                    if best is None or (not np.isnan(best) and (np.isnan(value) or
+                                                                 (value > best if kind == "max" else value < best))):
+                        best, arg[node, f] = value, row
+        return arg.reshape((nodes,) + x.shape[1:])
+
+    def check_segment_arg(self, x, ids, nodes):
+        """SegmentArgMax / SegmentArgMin against arg_oracle, then SegmentArgValues on the arg."""
+        for kind in ("max", "min"):
+            entry = f"SegmentArg{kind.title()}"
+            arg = np.full((nodes,) + x.shape[1:], -7, np.int64)
+            rc = self.message_call(entry, [x, ids, np.zeros(nodes, np.int8), arg])
+            want = self.arg_oracle(kind, x, ids, nodes)
+            if rc != 0 or not np.array_equal(arg, want):
+                self.fail(f"{entry} {x.dtype} {ids.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+                continue
+            values = np.full(arg.shape, 7, x.dtype)
+            rc = self.message_call("SegmentArgValues", [x, ids, arg, values])
+            padded = np.concatenate([x, np.zeros((1,) + x.shape[1:], x.dtype)])
+            width = int(np.prod(x.shape[1:]))
+            want = np.take_along_axis(padded.reshape(len(padded), width), arg.reshape(nodes, width), 0).reshape(arg.shape)
+            if rc != 0 or not self.same(values, want):
+                self.fail(f"SegmentArgValues {x.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+
     def section_message(self):
         spmm = ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin")
         sddmm = ("GsddmmAdd", "GsddmmSub", "GsddmmMul", "GsddmmDot")
@@ -707,6 +741,9 @@ class Driver:
                         want = self.message_oracle(entry, x, src, dst, v, None)
                         if rc != 0 or not self.same(out, want):
                             self.fail(f"{entry} {dtype} {index_dtype} E={edges}: rc {rc} {self.last_error()[1]!r}")
+                    segment_ids = rng.integers(-1, nodes, 5).astype(index_dtype)
+                    self.check_segment_arg(x, segment_ids, nodes)
+                    self.check_segment_arg(x[:0], segment_ids[:0], nodes)
         # errors: an id out of range (nothing written), bad argument counts and dtypes
         x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
         for src, dst, name in (([0, 3], [0, 1], "src"), ([0, 1], [0, -1], "dst"), ([0, 1], [4, 0], "dst")):
@@ -714,6 +751,12 @@ class Driver:
                                                 np.zeros(4, np.int8), out])
             if rc != 2 or (out != 5).any() or f"each value of '{name}' must be in" not in self.last_error()[1]:
                 self.fail(f"GspmmSum out of range ({name}): rc {rc} {self.last_error()[1]!r}")
+        arg = np.full((4, 2), 5, np.int64)
+        rc = self.message_call("SegmentArgMax", [x, np.array([0, 4, -1], np.int64), np.zeros(4, np.int8), arg])
+        if rc != 2 or (arg != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
+            self.fail(f"SegmentArgMax out of range: rc {rc} {self.last_error()[1]!r}")
+        if self.message_call("SegmentArgValues", [x, np.zeros(3, np.int32), np.full((4, 2), 4, np.int64), out]) == 0:
+            self.fail("SegmentArgValues accepted an arg past E")
         ids = np.zeros(2, np.int32)
         for entry, arrays in (("GspmmSum", [x, ids, ids, out]), ("GsddmmDot", [x, x, ids, ids]),
                               ("GspmmMax", [x, ids.astype(np.float32), ids, np.zeros(4, np.int8), out]),
@@ -741,15 +784,18 @@ class Driver:
             for entry, shape in (("GspmmTieGrad", (nodes, 5)), ("GspmmTieGradWeight", (edges,))):
                 out = np.zeros(shape, np.float32)
                 outs.append((self.message_call(entry, [x, src, dst, forward, dout, w, out]), out))
+            for entry in ("SegmentArgMax", "SegmentArgMin"):
+                out = np.zeros((nodes, 5), np.int64)
+                outs.append((self.message_call(entry, [x[src], dst, np.zeros(nodes, np.int8), out]), out))
             results.append(outs)
         self.lib.ms_scatter_set_num_threads(0)
         for (rc1, a), (rc3, b) in zip(*results):
             if rc1 or rc3 or not self.same(a, b):
                 self.fail(f"message kernels differ between 1 and 3 threads (rc {rc1}, {rc3})")
 
-    def run(self):
+    def run(self, sections=None):
         t0 = time.time()
-        for name in ("oracle", "errors", "infer_shape", "threads", "concurrency", "shards", "message"):
+        for name in sections or SECTIONS:
             before, t = self.calls, time.time()
             getattr(self, f"section_{name}")()
             print(f"  {name}: {self.calls - before} kernel calls, {time.time() - t:.1f} s", flush=True)
@@ -772,19 +818,24 @@ def canary(kind, library):
     return 0  # only reached if the sanitizer missed it
 
 
+SECTIONS = ("oracle", "errors", "infer_shape", "threads", "concurrency", "shards", "message")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--library", help="the sanitized kernel library")
     parser.add_argument("--repo", default=REPO, help="source tree (ops/testing.py, infer/)")
     parser.add_argument("--canary", choices=("asan", "ubsan"))
     parser.add_argument("--canary-library")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=SECTIONS,
+                        help="the sections to run (default: all)")
     args = parser.parse_args()
     if args.canary:
         return canary(args.canary, args.canary_library)
     if not args.library or not os.path.exists(args.library):
         parser.error(f"no library at {args.library!r}")
     print(f"sanitize driver: {args.library}", flush=True)
-    return Driver(args.library, args.repo).run()
+    return Driver(args.library, args.repo).run(args.sections)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ MANYLINUX_GLIBC = (2, 28)
 MANYLINUX_LIBGCC = (7, 0, 0)  # libgcc_s versions a manylinux_2_28 wheel may need
 SYSTEM_LIBRARIES = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
                     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
-EXPORTED = re.compile(r"^(Scatter|TensorScatter|UnsortedSegment|Gspmm|Gsddmm|ms_scatter_)\w+$")
+EXPORTED = re.compile(r"^(Scatter|TensorScatter|UnsortedSegment|Gspmm|Gsddmm|SegmentArg|ms_scatter_)\w+$")
 
 
 def _env(**extra):
@@ -165,6 +165,18 @@ def test_kernel_oracle_suite_on_every_variant(variant, oracle_suite_runs):
     tail = output[-4000:]
     assert f"ms_scatter CPU variant: {variant} ({cpu_variants.library_file(variant)})" in output, tail
     assert rc == 0 and re.search(r"\b\d{4,} passed\b", output), tail
+
+
+@pytest.mark.parametrize("variant", RUNNABLE)
+def test_fused_kernels_give_the_loop_oracles_bits_on_every_variant(variant):
+    """The fused message-passing and segment-arg kernels (kernels/cpu/message.h) against the
+    sanitizer driver's loop oracles, bit for bit, on each variant this CPU runs (an FMA that
+    the compiler fused on one variant only would change the last bit there)."""
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "_sanitize_driver.py"), "--library",
+                           FILES[variant], "--sections", "message"], capture_output=True, text=True, timeout=600,
+                          env=_env())
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and re.search(r"sanitize driver: \d+ kernel calls, 0 failures", output), output[-4000:]
 
 
 # ------------------------------------------------------------------ instructions

@@ -56,9 +56,10 @@ NO_NVCC = ("no CUDA compiler here (MS_SCATTER_NVCC, nvcc on PATH, CUDA_HOME/CUDA
 CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_set_caller_waits",
             "ms_scatter_thread_choices", "ms_scatter_reset_thread_choices", "ms_scatter_thread_rule_learns",
             "ms_scatter_last_threads", "ms_scatter_probe_rmw"}  # the last two: the benchmark's access probe
-# The fused message-passing kernels (kernels/cpu/message.h) have no CUDA version yet.
+# The fused message-passing and segment-arg kernels (kernels/cpu/message.h) have no CUDA version yet.
 CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
-                                      "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight")
+                                      "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight",
+                                      "SegmentArgMax", "SegmentArgMin", "SegmentArgValues")
             for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 
@@ -138,7 +139,8 @@ def test_gpu_library_exports_the_cpu_entry_points(sm90_build):
                                                                           "ms_scatter_format_error",
                                                                           "ms_scatter_call_counts",
                                                                           "ms_scatter_infer_shape",
-                                                                          "ms_scatter_set_int32_type_id"}
+                                                                          "ms_scatter_set_int32_type_id",
+                                                                          "ms_scatter_set_int64_type_id"}
     shards = {ms_testing.entry_name(f + r, sharded=True) for f in infer.FAMILIES for r in infer.REDUCTIONS}
     segments = set(infer.OWN_ENTRY_OPERATORS)  # UnsortedSegmentSum ... and ScatterNd
     entries = expected | shards | segments

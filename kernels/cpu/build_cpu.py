@@ -29,13 +29,15 @@ INCLUDE_DIR = os.path.join(KERNELS, "include")
 HEADERS = tuple(sorted(os.path.join(d, f) for d in (HERE, os.path.join(INCLUDE_DIR, "ms_scatter"))
                        for f in os.listdir(d) if f.endswith(".h")))
 
-FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-fvisibility=hidden", "-fvisibility-inlines-hidden", "-Wall",
-         "-fPIC", "-shared")
+# -ffp-contract=off: no a * b + c fused into one FMA where the variant has it (g++ fuses by
+# default in C++), so that every variant and architecture gives the same bits.
+FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-ffp-contract=off", "-fvisibility=hidden",
+         "-fvisibility-inlines-hidden", "-Wall", "-fPIC", "-shared")
 # The glibc symbols glibc_compat.cc stands in for (see there why each).
 GLIBC_WRAPPED = ("pthread_create", "pthread_join", "pthread_detach", "pthread_once", "pthread_key_create",
                  "__pthread_key_create", "pthread_key_delete", "pthread_getspecific", "pthread_setspecific",
                  "pthread_mutex_trylock", "__libc_single_threaded", "arc4random")
-# What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, UnsortedSegment*, Gspmm*, Gsddmm*, with
+# What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, UnsortedSegment*, Gspmm*, Gsddmm*, SegmentArg*, with
 # their InferShape / InferType) and ms_scatter_*; libstdc++'s own symbols stay inside.
 VERSION_SCRIPT = os.path.join(HERE, "exports.map")
 

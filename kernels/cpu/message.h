@@ -55,8 +55,10 @@ inline int64_t *buffer(Buffer which, int64_t n) {
 }
 
 // The ids of one int32/int64 input as int64, each checked to be in [0, bound).
+// drop_negative (the segment ids): a negative id is read as `bound`, one bucket past the last,
+// which the caller skips.
 inline int read_ids(const char *op, const char *name, const void *p, const char *dtype, int64_t n, int64_t bound,
-                    int64_t *out, bool *sorted) {
+                    int64_t *out, bool *sorted, bool drop_negative = false) {
   const bool wide = std::strcmp(dtype, "int64") == 0;
   if (!wide && std::strcmp(dtype, "int32") != 0) {
     set_error(kBadArguments, "For '%s', the dtype of '%s' must be int32 or int64, but got %s.", op, name, dtype);
@@ -65,8 +67,17 @@ inline int read_ids(const char *op, const char *name, const void *p, const char 
   bool in_order = true;
   int64_t last = 0;
   for (int64_t e = 0; e < n; ++e) {
-    const int64_t v = wide ? static_cast<const int64_t *>(p)[e] : static_cast<const int32_t *>(p)[e];
-    if (v < 0 || v >= bound) {
+    int64_t v = wide ? static_cast<const int64_t *>(p)[e] : static_cast<const int32_t *>(p)[e];
+    if (drop_negative && v < 0) {
+      v = bound;
+    } else if (drop_negative && v >= bound) {
+      set_error(kIndexOutOfRange,
+                "For '%s', each value of '%s' must be < num_segments (%lld) (a negative id drops its row), but got "
+                "%lld at position (%lld,) of '%s' (shape (%lld,)).",
+                op, name, static_cast<long long>(bound), static_cast<long long>(v), static_cast<long long>(e), name,
+                static_cast<long long>(n));
+      return kIndexOutOfRange;
+    } else if (v < 0 || v >= bound) {
       set_error(kIndexOutOfRange, "For '%s', each value of '%s' must be in [0, %lld), but got %lld at position %lld.",
                 op, name, static_cast<long long>(bound), static_cast<long long>(v), static_cast<long long>(e));
       return kIndexOutOfRange;
@@ -194,6 +205,85 @@ int spmm(const char *op, void **params, int *ndims, int64_t **shapes, const char
   T *out = static_cast<T *>(params[weighted ? 5 : 4]);
   by_node_ranges(E * F, N, indptr, [&](int64_t v0, int64_t v1) {
     spmm_nodes<T, R>(v0, v1, F, x, w, src, indptr, order, out);
+  });
+  return kOk;
+}
+
+// segment_argmax / segment_argmin: SegmentArg<R>(src (E, *F), segment_ids (E,), rows (N,)) ->
+// arg, int64 (N, *F): per segment and feature, the first row in index order holding the max
+// (min), a NaN winning; E for an empty segment. Negative ids drop their rows. One pass over the
+// rows grouped by id (gspmm's grouping and thread split), each segment's rows in index order.
+// SegmentArgValues(src, segment_ids, arg) -> values (N, *F): src[arg] (0 where arg is E).
+// (Written so: a NaN value passes the negated compare; `best == best` is false once a NaN
+// leads. Not is_nan(value): for float16 g++ would fold it into a libgcc _Float16 compare.)
+template <Spmm R, typename A>
+inline bool beats(A value, A best) {
+  return !(R == Spmm::kMax ? value <= best : value >= best) && best == best;
+}
+
+template <typename T, Spmm R>
+int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  using A = typename AccOf<T>::type;
+  const int64_t E = shapes[0][0], N = shapes[2][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *ids = buffer(kDst, E);
+  bool sorted = false;
+  const int rc = read_ids(op, "segment_ids", params[1], dtypes[1], E, N, ids, &sorted, true);
+  if (rc != kOk) return rc;
+  const int64_t *indptr = nullptr, *order = group(ids, E, N + 1, sorted, kIndptr, kOrder, &indptr);
+  const T *src = static_cast<const T *>(params[0]);
+  int64_t *arg = static_cast<int64_t *>(params[3]);
+  by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    std::vector<A> best(static_cast<size_t>(F));
+    const int64_t last = indptr[v1];
+    for (int64_t v = v0; v < v1; ++v) {
+      int64_t *a = arg + v * F;
+      const int64_t b = indptr[v], e = indptr[v + 1];
+      if (b == e) {
+        std::fill(a, a + F, E);
+        continue;
+      }
+      const int64_t first = order ? order[b] : b;
+      for (int64_t f = 0; f < F; ++f) {
+        best[f] = to_acc<T>(src[first * F + f]);
+        a[f] = first;
+      }
+      for (int64_t k = b + 1; k < e; ++k) {
+        if (order && k + kPrefetchEdges < last) prefetch_row(src + order[k + kPrefetchEdges] * F, F);
+        const int64_t row = order ? order[k] : k;
+        const T *x = src + row * F;
+        for (int64_t f = 0; f < F; ++f) {
+          const A value = to_acc<T>(x[f]);
+          if (beats<R>(value, best[f])) {
+            best[f] = value;
+            a[f] = row;
+          }
+        }
+      }
+    }
+  });
+  return kOk;
+}
+
+template <typename T>
+int segment_arg_values(const char *op, void **params, int *ndims, int64_t **shapes) {
+  const int64_t E = shapes[0][0], F = feature_size(ndims[0], shapes[0]);
+  const int64_t count = shapes[2][0] * F;
+  const T *src = static_cast<const T *>(params[0]);
+  const int64_t *arg = static_cast<const int64_t *>(params[2]);
+  for (int64_t i = 0; i < count; ++i) {
+    if (arg[i] < 0 || arg[i] > E) {
+      set_error(kBadArguments, "For '%s', each value of 'arg' must be in [0, %lld], but got %lld.", op,
+                static_cast<long long>(E), static_cast<long long>(arg[i]));
+      return kBadArguments;
+    }
+  }
+  T *out = static_cast<T *>(params[3]);
+  const T zero = from_acc<T>(typename AccOf<T>::type(0));
+  const int threads = threads_for(count, shapes[2][0]);
+  run_threads(threads, [&](int t) {
+    for (int64_t i = count * t / threads, i1 = count * (t + 1) / threads; i < i1; ++i)
+      out[i] = arg[i] == E ? zero : src[arg[i] * F + i % F];
   });
   return kOk;
 }
@@ -420,6 +510,35 @@ int gspmm_grad_entry(const char *op, int nparam, void **params, int *ndims, int6
   });
 }
 
+template <Spmm R>
+int segment_arg_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  int rc = check_args(op, nparam, 3, ndims, shapes, dtypes, {});
+  if (rc != kOk) return rc;
+  if (ndims[1] != 1 || shapes[1][0] != shapes[0][0] || ndims[3] != ndims[0] || shapes[3][0] != shapes[2][0] ||
+      feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[3], "int64") != 0) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return segment_arg<decltype(value), R>(op, params, ndims, shapes, dtypes);
+  });
+}
+
+template <Spmm>
+int arg_values_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  int rc = check_args(op, nparam, 3, ndims, shapes, dtypes, {3});
+  if (rc != kOk) return rc;
+  if (ndims[2] != ndims[0] || ndims[3] != ndims[0] || shapes[3][0] != shapes[2][0] ||
+      feature_size(ndims[2], shapes[2]) != feature_size(ndims[0], shapes[0]) ||
+      feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[2], "int64") != 0) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return segment_arg_values<decltype(value)>(op, params, ndims, shapes);
+  });
+}
+
 template <Sddmm O>
 int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {1, 4});
@@ -450,7 +569,10 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(GsddmmMul, gsddmm, Sddmm::kMul)              \
   X(GsddmmDot, gsddmm, Sddmm::kDot)              \
   X(GspmmTieGrad, gspmm_grad, Ties::kX)          \
-  X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight)
+  X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight) \
+  X(SegmentArgMax, segment_arg, Spmm::kMax)      \
+  X(SegmentArgMin, segment_arg, Spmm::kMin)      \
+  X(SegmentArgValues, arg_values, Spmm::kMax)
 
 #define MSS_MESSAGE_ENTRY(NAME, KIND, TAG)                                                                 \
   MSS_EXPORT int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,        \
@@ -470,7 +592,7 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   }                                                                                                        \
   MSS_EXPORT int NAME##InferType(std::vector<int> types, void * /* AotExtra */) {                          \
     if (types.empty()) throw std::invalid_argument("For '" #KIND "', no input types.");                    \
-    return types[0];                                                                                       \
+    return ms_scatter::message::type_##KIND(types[0]);                                                     \
   }
 
 namespace ms_scatter {
@@ -488,6 +610,24 @@ inline std::vector<int64_t> infer_gspmm_grad(Ties g, int *ndims, int64_t **shape
   if (ndims[0] < 0) return {-2};
   return std::vector<int64_t>(shapes[0], shapes[0] + ndims[0]);
 }
+// segment_arg*: (E, *F) -> (N, *F), N = rows.shape[0]; SegmentArgValues: arg's shape.
+inline std::vector<int64_t> infer_segment_arg(Spmm, int *ndims, int64_t **shapes) {
+  if (ndims[0] < 0) return {-2};
+  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  if (out.empty()) throw std::invalid_argument("For 'segment_arg', 'src' must have rank >= 1.");
+  out[0] = ndims[2] >= 1 ? shapes[2][0] : -1;
+  return out;
+}
+inline std::vector<int64_t> infer_arg_values(Spmm, int *ndims, int64_t **shapes) {
+  if (ndims[2] < 0) return {-2};
+  return std::vector<int64_t>(shapes[2], shapes[2] + ndims[2]);
+}
+// The output's TypeId: the first input's, int64 for the arg.
+inline int type_gspmm(int first) { return first; }
+inline int type_gspmm_grad(int first) { return first; }
+inline int type_gsddmm(int first) { return first; }
+inline int type_arg_values(int first) { return first; }
+inline int type_segment_arg(int) { return int64_type_id().load(std::memory_order_relaxed); }
 inline std::vector<int64_t> infer_gsddmm(Sddmm o, int *ndims, int64_t **shapes) {
   const int64_t edges = ndims[2] >= 1 ? shapes[2][0] : -1;
   if (o == Sddmm::kDot) return {edges};

@@ -43,7 +43,7 @@ namespace ms_scatter {
 // The fused message-passing entries (CPU only: kernels/cpu/message.h) are counted here too.
 #define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
   X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
-  X(GspmmTieGrad) X(GspmmTieGradWeight)
+  X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues)
 #define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
@@ -128,6 +128,11 @@ inline std::atomic<int> &int32_type_id() {
   static std::atomic<int> id{34};
   return id;
 }
+// ... and of int64 (the arg outputs of message.h): 35 in MindSpore 2.10.
+inline std::atomic<int> &int64_type_id() {
+  static std::atomic<int> id{35};
+  return id;
+}
 }  // namespace ms_scatter
 
 // MindSpore's shape- and type-inference signatures (attributes cpp_infer_shape and
@@ -173,6 +178,9 @@ MSS_ENTRY_AND_INFER(ScatterNd, "ScatterNd", ::ms_scatter::OpAdd, kNd, kTensor, f
 
 MSS_EXPORT void ms_scatter_set_int32_type_id(int id) {
   ms_scatter::int32_type_id().store(id, std::memory_order_relaxed);
+}
+MSS_EXPORT void ms_scatter_set_int64_type_id(int id) {
+  ms_scatter::int64_type_id().store(id, std::memory_order_relaxed);
 }
 
 // <entry>InferShape with a C signature, by entry name (tests call it through ctypes):
