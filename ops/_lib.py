@@ -296,4 +296,5 @@ _ENTRY_OPERATOR.update({f"Gspmm{r}": "Gspmm" for r in ("Sum", "Mean", "Max", "Mi
 _ENTRY_OPERATOR.update({f"Gsddmm{o}": "Gsddmm" for o in ("Add", "Sub", "Mul", "Dot")})
 _ENTRY_OPERATOR.update({"GspmmTieGrad": "Gspmm", "GspmmTieGradWeight": "Gspmm"})  # (max/min's gradient)
 _ENTRY_OPERATOR.update({"SegmentArgMax": "SegmentArgmax", "SegmentArgMin": "SegmentArgmin",
-                        "SegmentArgValues": "SegmentArg"})
+                        "SegmentArgValues": "SegmentArg", "SegmentSoftmax": "SegmentSoftmax",
+                        "SegmentSoftmaxGrad": "SegmentSoftmax"})

@@ -7,9 +7,10 @@ the row ranges of an ``indptr``), ``segment_argmax`` / ``segment_argmin`` and
 Each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis scatter
 each, negative ids dropped, an id >= num_segments an error before anything is computed) and
 elementwise MindSpore ops: a count pass where an empty segment needs ``fill_value`` (mean's
-finalize step), a max pass and a sum pass for the softmax. The arg outputs are, on the CPU,
-one fused pass (kernels/cpu/message.h: SegmentArgMax/Min, then SegmentArgValues); elsewhere
-a max pass and a min pass of row numbers. Gradients follow from the kernels' own (sum, prod with zeros, max/min
+finalize step). On the CPU the arg outputs and the softmax are fused kernels
+(kernels/cpu/message.h: SegmentArgMax/Min then SegmentArgValues; SegmentSoftmax and its
+gradient SegmentSoftmaxGrad); elsewhere a max pass and a min pass of row numbers, and a max
+pass and a sum pass. Gradients follow from the kernels' own (sum, prod with zeros, max/min
 ties split evenly): mean's is the sum's divided by the count; softmax's is
 ``y * (dy - segment_sum(y * dy))``. float16 and bfloat16 are computed in float32.
 """
@@ -154,7 +155,7 @@ def _no_gradient(src, segment_ids, rows, out, dout):  # pylint: disable=unused-a
 _ARG_VALUES = FusedKernel("SegmentArgValues", _arg_values_bprop)
 
 
-def _arg(op, src, segment_ids, num_segments, best, fused):
+def _arg(src, segment_ids, num_segments, op, best, fused):
     n = _num_segments_in_graph(op, num_segments)
     _check(op, src.shape, segment_ids.shape, n, None)
     if fused_path():
@@ -179,15 +180,16 @@ def _arg(op, src, segment_ids, num_segments, best, fused):
     return ops.cast(values, dtype), arg
 
 
-class _ArgPath:
-    """segment_argmax / argmin's two paths: a Python call on the fused kernels reads the ids
+class _IdsCheckedPath:
+    """A segment function's two paths: a Python call on the fused CPU kernels reads the ids
     first (an id >= num_segments raises ScatterIndexError naming it; MindSpore's launch would
-    turn the kernel's error into a generic RuntimeError); a graph compiles _ms_graph_method."""
+    turn the kernel's error into a generic RuntimeError); a graph compiles _ms_graph_method.
+    `function(src, segment_ids, num_segments, *extra)` does the work on both."""
     __ms_class__ = True
     __parse_method__ = GRAPH_METHOD
 
-    def __init__(self, op, best, fused):
-        self.op, self.best, self.fused = op, best, fused
+    def __init__(self, op, function, *extra):
+        self.op, self.function, self.extra = op, function, extra
 
     def __call__(self, src, segment_ids, num_segments):
         for name, value in (("src", src), ("segment_ids", segment_ids)):
@@ -197,10 +199,10 @@ class _ArgPath:
         _check(self.op, src.shape, segment_ids.shape, n, None)
         if fused_path():
             _check_segment_ids(self.op, segment_ids, n)
-        return _arg(self.op, src, segment_ids, n, self.best, self.fused)
+        return self.function(src, segment_ids, n, *self.extra)
 
     def _ms_graph_method(self, src, segment_ids, num_segments):
-        return _arg(self.op, src, segment_ids, num_segments, self.best, self.fused)
+        return self.function(src, segment_ids, num_segments, *self.extra)
 
 
 def _check_segment_ids(op, segment_ids, n):
@@ -214,8 +216,10 @@ def _check_segment_ids(op, segment_ids, n):
                                 f"(shape {tuple(ids.shape)}).")
 
 
-_ARGMAX_PATH = _ArgPath("segment_argmax", _MAX, FusedKernel("SegmentArgMax", _no_gradient))
-_ARGMIN_PATH = _ArgPath("segment_argmin", _MIN, FusedKernel("SegmentArgMin", _no_gradient))
+_ARGMAX_PATH = _IdsCheckedPath("segment_argmax", _arg, "segment_argmax", _MAX,
+                               FusedKernel("SegmentArgMax", _no_gradient))
+_ARGMIN_PATH = _IdsCheckedPath("segment_argmin", _arg, "segment_argmin", _MIN,
+                               FusedKernel("SegmentArgMin", _no_gradient))
 
 
 def segment_argmax(src, segment_ids, num_segments):
@@ -229,11 +233,29 @@ def segment_argmin(src, segment_ids, num_segments):
     return _ARGMIN_PATH(src, segment_ids, num_segments)
 
 
-def segment_softmax(src, segment_ids, num_segments):
+def _softmax_bprop(src, segment_ids, rows, out, dout):  # pylint: disable=unused-argument
+    return _SOFTMAX_GRAD(out, dout, segment_ids, rows), ops.zeros_like(segment_ids), ops.zeros_like(rows)
+
+
+_SOFTMAX = FusedKernel("SegmentSoftmax", _softmax_bprop)
+_SOFTMAX_GRAD = FusedKernel("SegmentSoftmaxGrad", None)
+
+
+@constexpr
+def _check_float(op, dtype):
+    if not _is_float(dtype):
+        raise infer.op_error(TypeError, op, f"the dtype of 'src' must be float16, float32, float64 or bfloat16, but "
+                                            f"got {infer.dtype_name(dtype)}.")
+
+
+def _softmax(src, segment_ids, num_segments):
     """The softmax of the rows of each segment, per trailing element, shifted by the segment's
     max (no overflow for large logits); a row with a negative id gives 0."""
     n = _num_segments_in_graph("segment_softmax", num_segments)
     _check("segment_softmax", src.shape, segment_ids.shape, n, None)
+    _check_float("segment_softmax", src.dtype)
+    if fused_path():  # one kernel (kernels/cpu/message.h), its gradient another
+        return _SOFTMAX(src, segment_ids, ops.zeros((n,), mstype.int8))
     dtype = src.dtype
     x = ops.cast(src, mstype.float32) if dtype in _HALF else src
     rows, kept = _kept_rows(segment_ids)
@@ -243,6 +265,15 @@ def segment_softmax(src, segment_ids, num_segments):
     total = gather_rows(_SUM(e, segment_ids, n), rows)  # (its gradient: our segment sum)
     y = e / ops.select(keep, total, ops.ones_like(total))
     return ops.cast(y, dtype)
+
+
+_SOFTMAX_PATH = _IdsCheckedPath("segment_softmax", _softmax)
+
+
+def segment_softmax(src, segment_ids, num_segments):
+    """The softmax of the rows of each segment, per trailing element, shifted by the segment's
+    max (no overflow for large logits); a row with a negative id gives 0."""
+    return _SOFTMAX_PATH(src, segment_ids, num_segments)
 
 
 # ------------------------------------------------------------------ segment_csr

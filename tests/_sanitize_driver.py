@@ -708,6 +708,39 @@ class Driver:
             if rc != 0 or not self.same(values, want):
                 self.fail(f"SegmentArgValues {x.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
 
+    def check_segment_softmax(self, x, ids, nodes):
+        """SegmentSoftmax and SegmentSoftmaxGrad (floats) against float64 loops, within a few
+        ulps of the dtype (the kernel's exp is its own polynomial)."""
+        if x.dtype.kind != "f" and x.dtype.name != "bfloat16":
+            out = np.zeros(x.shape, x.dtype)
+            if self.message_call("SegmentSoftmax", [x, ids, np.zeros(nodes, np.int8), out]) == 0:
+                self.fail(f"SegmentSoftmax accepted {x.dtype}")
+            return
+        x = np.where(np.isnan(x.astype(np.float32)), 1, x).astype(x.dtype) if x.size else x
+        wide = x.astype(np.float64)
+        want = np.zeros_like(wide)
+        for node in range(nodes):
+            rows = ids == node
+            if rows.any():
+                e = np.exp(wide[rows] - wide[rows].max(axis=0))
+                want[rows] = e / e.sum(axis=0)
+        out = np.full(x.shape, 7, x.dtype)
+        rc = self.message_call("SegmentSoftmax", [x, ids, np.zeros(nodes, np.int8), out])
+        eps = {"float16": 2e-3, "bfloat16": 1.6e-2, "float32": 1e-6, "float64": 1e-14}[x.dtype.name]
+        if rc != 0 or not np.allclose(out.astype(np.float64), want, rtol=eps, atol=eps):
+            self.fail(f"SegmentSoftmax {x.dtype} {ids.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+            return
+        dy = np.arange(x.size).reshape(x.shape).astype(x.dtype)
+        y, g = out.astype(np.float64), dy.astype(np.float64)
+        want = np.zeros_like(y)
+        for node in range(nodes):
+            rows = ids == node
+            want[rows] = y[rows] * (g[rows] - (y[rows] * g[rows]).sum(axis=0))
+        dx = np.full(x.shape, 7, x.dtype)
+        rc = self.message_call("SegmentSoftmaxGrad", [out, dy, ids, np.zeros(nodes, np.int8), dx])
+        if rc != 0 or not np.allclose(dx.astype(np.float64), want, rtol=4 * eps, atol=4 * eps * max(1, x.size)):
+            self.fail(f"SegmentSoftmaxGrad {x.dtype} {ids.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+
     def section_message(self):
         spmm = ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin")
         sddmm = ("GsddmmAdd", "GsddmmSub", "GsddmmMul", "GsddmmDot")
@@ -744,6 +777,8 @@ class Driver:
                     segment_ids = rng.integers(-1, nodes, 5).astype(index_dtype)
                     self.check_segment_arg(x, segment_ids, nodes)
                     self.check_segment_arg(x[:0], segment_ids[:0], nodes)
+                    self.check_segment_softmax(x, segment_ids, nodes)
+                    self.check_segment_softmax(x[:0], segment_ids[:0], nodes)
         # errors: an id out of range (nothing written), bad argument counts and dtypes
         x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
         for src, dst, name in (([0, 3], [0, 1], "src"), ([0, 1], [0, -1], "dst"), ([0, 1], [4, 0], "dst")):
@@ -757,6 +792,10 @@ class Driver:
             self.fail(f"SegmentArgMax out of range: rc {rc} {self.last_error()[1]!r}")
         if self.message_call("SegmentArgValues", [x, np.zeros(3, np.int32), np.full((4, 2), 4, np.int64), out]) == 0:
             self.fail("SegmentArgValues accepted an arg past E")
+        soft = np.full((3, 2), 5, np.float32)
+        rc = self.message_call("SegmentSoftmax", [x, np.array([0, -1, 4], np.int32), np.zeros(4, np.int8), soft])
+        if rc != 2 or (soft != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
+            self.fail(f"SegmentSoftmax out of range: rc {rc} {self.last_error()[1]!r}")
         ids = np.zeros(2, np.int32)
         for entry, arrays in (("GspmmSum", [x, ids, ids, out]), ("GsddmmDot", [x, x, ids, ids]),
                               ("GspmmMax", [x, ids.astype(np.float32), ids, np.zeros(4, np.int8), out]),
@@ -787,6 +826,12 @@ class Driver:
             for entry in ("SegmentArgMax", "SegmentArgMin"):
                 out = np.zeros((nodes, 5), np.int64)
                 outs.append((self.message_call(entry, [x[src], dst, np.zeros(nodes, np.int8), out]), out))
+            softmax = np.zeros((edges, 5), np.float32)
+            outs.append((self.message_call("SegmentSoftmax", [x[src], dst, np.zeros(nodes, np.int8), softmax]),
+                         softmax))
+            out = np.zeros((edges, 5), np.float32)
+            outs.append((self.message_call("SegmentSoftmaxGrad", [softmax, x[src], dst, np.zeros(nodes, np.int8), out]),
+                         out))
             results.append(outs)
         self.lib.ms_scatter_set_num_threads(0)
         for (rc1, a), (rc3, b) in zip(*results):

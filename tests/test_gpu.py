@@ -59,7 +59,8 @@ CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_
 # The fused message-passing and segment-arg kernels (kernels/cpu/message.h) have no CUDA version yet.
 CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
                                       "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight",
-                                      "SegmentArgMax", "SegmentArgMin", "SegmentArgValues")
+                                      "SegmentArgMax", "SegmentArgMin", "SegmentArgValues", "SegmentSoftmax",
+                                      "SegmentSoftmaxGrad")
             for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 

@@ -37,7 +37,8 @@ FLAGS = ("-O3", "-std=c++17", "-fno-math-errno", "-ffp-contract=off", "-fvisibil
 GLIBC_WRAPPED = ("pthread_create", "pthread_join", "pthread_detach", "pthread_once", "pthread_key_create",
                  "__pthread_key_create", "pthread_key_delete", "pthread_getspecific", "pthread_setspecific",
                  "pthread_mutex_trylock", "__libc_single_threaded", "arc4random")
-# What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, UnsortedSegment*, Gspmm*, Gsddmm*, SegmentArg*, with
+# What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, UnsortedSegment*, Gspmm*, Gsddmm*, SegmentArg*,
+# SegmentSoftmax*, with
 # their InferShape / InferType) and ms_scatter_*; libstdc++'s own symbols stay inside.
 VERSION_SCRIPT = os.path.join(HERE, "exports.map")
 

@@ -21,6 +21,7 @@ namespace ms_scatter {
 namespace message {
 
 enum class Spmm { kSum, kMean, kMax, kMin };
+enum class Softmax { kForward, kGrad };
 enum class Sddmm { kAdd, kSub, kMul, kDot };
 
 constexpr int64_t kParallelMinElements = int64_t(1) << 18;  // E * F below which one thread runs
@@ -288,6 +289,113 @@ int segment_arg_values(const char *op, void **params, int *ndims, int64_t **shap
   return kOk;
 }
 
+// exp(x) for x <= 0 or NaN (a softmax's shifted logits), written so that g++ vectorizes it:
+// x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite), e^r by its Taylor polynomial (degree 7 for
+// float, 13 for double: below one ulp), 2^n from the exponent bits; 0 below the normal range.
+// The same operations on every variant (no FMA: -ffp-contract=off), so the same bits.
+template <typename A> struct ExpConst;
+template <> struct ExpConst<float> {
+  using Bits = int32_t;
+  static constexpr int kDegree = 7, kMantissa = 23, kBias = 127;
+  static constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+  static constexpr float kShift = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  static constexpr float kLowest = -87.3f;      // e^x below FLT_MIN: 0
+};
+template <> struct ExpConst<double> {
+  using Bits = int64_t;
+  static constexpr int kDegree = 13, kMantissa = 52, kBias = 1023;
+  static constexpr double kLog2e = 1.4426950408889634074, kLn2Hi = 6.93147180369123816490e-01,
+                          kLn2Lo = 1.90821492927058770002e-10;
+  static constexpr double kShift = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr double kLowest = -708.3;
+};
+
+template <typename A>
+inline A exp_nonpositive(A x) {
+  using C = ExpConst<A>;
+  using Bits = typename C::Bits;
+  const A t = x * C::kLog2e + C::kShift;
+  const A n = t - C::kShift;
+  Bits shift_bits, t_bits;
+  std::memcpy(&shift_bits, &C::kShift, sizeof(A));
+  std::memcpy(&t_bits, &t, sizeof(A));
+  const A r = (x - n * C::kLn2Hi) - n * C::kLn2Lo;
+  A p = A(1);
+  A factorial = A(1);
+  A coefficient[C::kDegree + 1];
+  for (int k = 0; k <= C::kDegree; ++k) {
+    coefficient[k] = A(1) / factorial;
+    factorial *= A(k + 1);
+  }
+  p = coefficient[C::kDegree];
+  for (int k = C::kDegree - 1; k >= 0; --k) p = p * r + coefficient[k];
+  const Bits scale_bits = static_cast<Bits>((t_bits - shift_bits) + C::kBias) << C::kMantissa;
+  A scale;
+  std::memcpy(&scale, &scale_bits, sizeof(A));
+  return x < C::kLowest ? A(0) : p * scale;
+}
+
+// segment_softmax: SegmentSoftmax(src (E, *F), segment_ids (E,), rows (N,)) -> out (E, *F): per
+// segment and feature exp(x - max) / sum, in the accumulator of T (float for the 16-bit
+// floats); rows with a negative id give 0. SegmentSoftmaxGrad(y, dy, segment_ids, rows) -> dx
+// = y * (dy - the segment's sum of y * dy). Rows grouped by id as segment_arg's are, each
+// segment's rows in index order: the same bits at any thread count.
+template <typename T, bool kGrad>
+int segment_softmax(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  using A = typename AccOf<T>::type;
+  const int ids_at = kGrad ? 2 : 1;
+  const int64_t E = shapes[0][0], N = shapes[ids_at + 1][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *ids = buffer(kDst, E);
+  bool sorted = false;
+  const int rc = read_ids(op, "segment_ids", params[ids_at], dtypes[ids_at], E, N, ids, &sorted, true);
+  if (rc != kOk) return rc;
+  const int64_t *indptr = nullptr, *order = group(ids, E, N + 1, sorted, kIndptr, kOrder, &indptr);
+  const T *x = static_cast<const T *>(params[0]);
+  const T *dy = kGrad ? static_cast<const T *>(params[1]) : nullptr;
+  T *out = static_cast<T *>(params[ids_at + 2]);
+  const T zero = from_acc<T>(A(0));
+  for (int64_t k = indptr[N]; k < indptr[N + 1]; ++k) std::fill_n(out + (order ? order[k] : k) * F, F, zero);
+  by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    std::vector<A> m(static_cast<size_t>(F)), sum(static_cast<size_t>(F)), e;
+    for (int64_t v = v0; v < v1; ++v) {
+      const int64_t b = indptr[v], end = indptr[v + 1];
+      if (b == end) continue;
+      std::fill(sum.begin(), sum.end(), A(0));
+      if (kGrad) {  // sum of y * dy, then dx = y * (dy - sum)
+        for (int64_t k = b; k < end; ++k) {
+          const int64_t row = (order ? order[k] : k) * F;
+          for (int64_t f = 0; f < F; ++f) sum[f] = sum[f] + to_acc<T>(x[row + f]) * to_acc<T>(dy[row + f]);
+        }
+        for (int64_t k = b; k < end; ++k) {
+          const int64_t row = (order ? order[k] : k) * F;
+          for (int64_t f = 0; f < F; ++f)
+            out[row + f] = from_acc<T>(to_acc<T>(x[row + f]) * (to_acc<T>(dy[row + f]) - sum[f]));
+        }
+        continue;
+      }
+      for (int64_t f = 0; f < F; ++f) m[f] = to_acc<T>(x[(order ? order[b] : b) * F + f]);
+      for (int64_t k = b + 1; k < end; ++k) {
+        const int64_t row = (order ? order[k] : k) * F;
+        for (int64_t f = 0; f < F; ++f) m[f] = OpMax::update<A>(m[f], to_acc<T>(x[row + f]));
+      }
+      e.resize(static_cast<size_t>((end - b) * F));
+      for (int64_t k = b; k < end; ++k) {
+        const int64_t row = (order ? order[k] : k) * F;
+        A *ek = e.data() + (k - b) * F;
+        for (int64_t f = 0; f < F; ++f) ek[f] = exp_nonpositive<A>(to_acc<T>(x[row + f]) - m[f]);
+        for (int64_t f = 0; f < F; ++f) sum[f] = sum[f] + ek[f];
+      }
+      for (int64_t k = b; k < end; ++k) {
+        const int64_t row = (order ? order[k] : k) * F;
+        const A *ek = e.data() + (k - b) * F;
+        for (int64_t f = 0; f < F; ++f) out[row + f] = from_acc<T>(ek[f] / sum[f]);
+      }
+    }
+  });
+  return kOk;
+}
+
 // The gradient of gspmm max/min (the family's rule): a node's gradient splits evenly among the
 // edges whose message ties for its result, i.e. rounds to it in the result's dtype (a NaN
 // result ties with nothing). Three passes over the edges, none making an E x F tensor:
@@ -539,6 +647,31 @@ int arg_values_entry(const char *op, int nparam, void **params, int *ndims, int6
   });
 }
 
+template <Softmax G>
+int segment_softmax_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes,
+                          const char **dtypes) {
+  constexpr bool kGrad = G == Softmax::kGrad;
+  const int inputs = kGrad ? 4 : 3, ids_at = kGrad ? 2 : 1;
+  int rc = check_args(op, nparam, inputs, ndims, shapes, dtypes,
+                      kGrad ? std::initializer_list<int>{1, 4} : std::initializer_list<int>{3});
+  if (rc != kOk) return rc;
+  const int out = inputs;
+  bool ok = ndims[ids_at] == 1 && shapes[ids_at][0] == shapes[0][0] && ndims[out] == ndims[0];
+  for (int i = 0; ok && i < ndims[0]; ++i) ok = shapes[out][i] == shapes[0][i] && (!kGrad || shapes[1][i] == shapes[0][i]);
+  if (!ok || (kGrad && ndims[1] != ndims[0])) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  const char *d = dtypes[0];
+  if (std::strcmp(d, "float32") == 0) return segment_softmax<float, kGrad>(op, params, ndims, shapes, dtypes);
+  if (std::strcmp(d, "float64") == 0) return segment_softmax<double, kGrad>(op, params, ndims, shapes, dtypes);
+  if (std::strcmp(d, "float16") == 0) return segment_softmax<half_t, kGrad>(op, params, ndims, shapes, dtypes);
+  if (std::strcmp(d, "bfloat16") == 0) return segment_softmax<bf16_t, kGrad>(op, params, ndims, shapes, dtypes);
+  set_error(kBadArguments, "For '%s', the dtype of 'src' must be float16, float32, float64 or bfloat16, but got %s.",
+            op, d);
+  return kBadArguments;
+}
+
 template <Sddmm O>
 int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {1, 4});
@@ -572,7 +705,9 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight) \
   X(SegmentArgMax, segment_arg, Spmm::kMax)      \
   X(SegmentArgMin, segment_arg, Spmm::kMin)      \
-  X(SegmentArgValues, arg_values, Spmm::kMax)
+  X(SegmentArgValues, arg_values, Spmm::kMax)   \
+  X(SegmentSoftmax, segment_softmax, Softmax::kForward) \
+  X(SegmentSoftmaxGrad, segment_softmax, Softmax::kGrad)
 
 #define MSS_MESSAGE_ENTRY(NAME, KIND, TAG)                                                                 \
   MSS_EXPORT int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,        \
@@ -627,6 +762,11 @@ inline int type_gspmm(int first) { return first; }
 inline int type_gspmm_grad(int first) { return first; }
 inline int type_gsddmm(int first) { return first; }
 inline int type_arg_values(int first) { return first; }
+inline int type_segment_softmax(int first) { return first; }
+inline std::vector<int64_t> infer_segment_softmax(Softmax, int *ndims, int64_t **shapes) {
+  if (ndims[0] < 0) return {-2};
+  return std::vector<int64_t>(shapes[0], shapes[0] + ndims[0]);
+}
 inline int type_segment_arg(int) { return int64_type_id().load(std::memory_order_relaxed); }
 inline std::vector<int64_t> infer_gsddmm(Sddmm o, int *ndims, int64_t **shapes) {
   const int64_t edges = ndims[2] >= 1 ? shapes[2][0] : -1;

@@ -43,7 +43,8 @@ namespace ms_scatter {
 // The fused message-passing entries (CPU only: kernels/cpu/message.h) are counted here too.
 #define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
   X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
-  X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues)
+  X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues) \
+  X(SegmentSoftmax) X(SegmentSoftmaxGrad)
 #define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
