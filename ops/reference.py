@@ -194,7 +194,8 @@ def segment_arg_oracle(kind, src, segment_ids, num_segments):
         taken = arg[s] < length
         nan_v = np.isnan(v) if is_float(src.dtype) else np.zeros(v.shape, bool)
         nan_cur = np.isnan(cur) if is_float(src.dtype) else np.zeros(v.shape, bool)
-        better = (v > cur) if kind == "max" else (v < cur)
+        with np.errstate(invalid="ignore"):  # (bfloat16 compares NaN with a warning)
+            better = (v > cur) if kind == "max" else (v < cur)
         win = ~taken | (~nan_cur & (nan_v | better))
         values[s] = np.where(win, v, cur)
         arg[s] = np.where(win, k, arg[s])

@@ -4,14 +4,15 @@ the row ranges of an ``indptr``), ``segment_argmax`` / ``segment_argmin`` and
 ``segment_softmax``, with their primitives ``SegmentReduce``, ``SegmentCsr``,
 ``SegmentArgmax``, ``SegmentArgmin``, ``SegmentSoftmax``.
 
-Each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis scatter
-each, negative ids dropped, an id >= num_segments an error before anything is computed) and
-elementwise MindSpore ops: a count pass where an empty segment needs ``fill_value`` (mean's
-finalize step). On the CPU the arg outputs and the softmax are fused kernels
-(kernels/cpu/message.h: SegmentArgMax/Min then SegmentArgValues; SegmentSoftmax and its
-gradient SegmentSoftmaxGrad); elsewhere a max pass and a min pass of row numbers, and a max
-pass and a sum pass. Gradients follow from the kernels' own (sum, prod with zeros, max/min
-ties split evenly): mean's is the sum's divided by the count; softmax's is
+On the CPU each function is one fused kernel (kernels/cpu/message.h: SegmentReduce<R>, the
+fill value and mean's count inside; SegmentArgMax/Min then SegmentArgValues; SegmentSoftmax and
+its gradient SegmentSoftmaxGrad), the rows grouped by id, each segment's in index order.
+Elsewhere each is a few calls of the engine's segment kernels (ops/segment.py: one first-axis
+scatter each, negative ids dropped) and elementwise MindSpore ops: a count pass where an empty
+segment needs ``fill_value`` (mean's finalize step), a max pass and a min pass of row numbers
+for the arg outputs, a max pass and a sum pass for the softmax. An id >= num_segments is an
+error before anything is computed. Gradients are the engine's rules (sum, prod with zeros,
+max/min ties split evenly): mean's is the sum's divided by the count; softmax's is
 ``y * (dy - segment_sum(y * dy))``. float16 and bfloat16 are computed in float32.
 """
 import numpy as np
@@ -98,13 +99,52 @@ def _filled_where_empty(out, counts, fill_value):
     return ops.cast(ops.select(ops.broadcast_to(_per_segment(counts == 0, work), work.shape), fill, work), dtype)
 
 
-def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0,
-                   indices_are_sorted=False):  # pylint: disable=unused-argument
-    """The rows of `src` reduced per segment id (sum, mean, max, min, prod); see the module
-    docstring and docs/api/segment.md."""
+def _reduce_bprop(reduction, mean):
+    """The fused kernel's gradient: the engine's rule of the reduction (ops/segment.py; mean:
+    the sum's, of dout divided by each segment's count)."""
+    rule = _segment_bprop(reduction)
+
+    def bprop(src, segment_ids, rows, fill, out, dout):
+        if mean:
+            compute = mstype.float32 if dout.dtype in _HALF else dout.dtype
+            counts = _counts(segment_ids, rows.shape[0])
+            scale = ops.cast(_per_segment(ops.maximum(counts, ops.ones_like(counts)), dout), compute)
+            dout = ops.cast(ops.cast(dout, compute) / scale, dout.dtype)
+        return rule(out, segment_ids, src, out, dout)[2], ops.zeros_like(segment_ids), ops.zeros_like(rows), \
+            ops.zeros_like(fill)
+    return bprop
+
+
+# The fused CPU kernels (kernels/cpu/message.h SegmentReduce<R>): one pass over the rows grouped
+# by id, the fill value and mean's count included.
+_REDUCE_SUM = FusedKernel("SegmentReduceSum", _reduce_bprop("Add", False))
+_REDUCE_MEAN = FusedKernel("SegmentReduceMean", _reduce_bprop("Add", True))
+_REDUCE_MAX = FusedKernel("SegmentReduceMax", _reduce_bprop("Max", False))
+_REDUCE_MIN = FusedKernel("SegmentReduceMin", _reduce_bprop("Min", False))
+_REDUCE_PROD = FusedKernel("SegmentReduceProd", _reduce_bprop("Mul", False))
+
+
+def _fill_vector(fill_value, dtype):
+    """fill_value as a (1,) tensor of `dtype`, converted as the composite converts it."""
+    return ops.reshape(ops.cast(_scalar(fill_value, dtype), dtype), (1,))
+
+
+def _segment_reduce(src, segment_ids, num_segments, reduce, fill_value):
+    """segment_reduce without the Python call's ids check."""
     n = _num_segments_in_graph("segment_reduce", num_segments)
     _check("segment_reduce", src.shape, segment_ids.shape, n, reduce)
     dtype = src.dtype
+    if fused_path():
+        rows, fill = ops.zeros((n,), mstype.int8), _fill_vector(fill_value, dtype)  # (rows: only its length is read)
+        if reduce == "sum":
+            return _REDUCE_SUM(src, segment_ids, rows, fill)
+        if reduce == "mean":
+            return _REDUCE_MEAN(src, segment_ids, rows, fill)
+        if reduce == "max":
+            return _REDUCE_MAX(src, segment_ids, rows, fill)
+        if reduce == "min":
+            return _REDUCE_MIN(src, segment_ids, rows, fill)
+        return _REDUCE_PROD(src, segment_ids, rows, fill)
     work = ops.cast(src, _mean_dtype(dtype)) if reduce == "mean" else src
     if reduce == "sum":
         out = _SUM(work, segment_ids, n)
@@ -131,6 +171,13 @@ def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0
     return _filled_where_empty(out, counts, fill_value)
 
 
+def segment_reduce(src, segment_ids, num_segments, reduce="sum", *, fill_value=0,
+                   indices_are_sorted=False):  # pylint: disable=unused-argument
+    """The rows of `src` reduced per segment id (sum, mean, max, min, prod); see the module
+    docstring and docs/api/segment.md."""
+    return _REDUCE_PATH(src, segment_ids, num_segments, reduce, fill_value)
+
+
 @constexpr
 def _is_zero(value):
     return not isinstance(value, bool) and value == 0
@@ -155,7 +202,7 @@ def _no_gradient(src, segment_ids, rows, out, dout):  # pylint: disable=unused-a
 _ARG_VALUES = FusedKernel("SegmentArgValues", _arg_values_bprop)
 
 
-def _arg(src, segment_ids, num_segments, op, best, fused):
+def _arg(src, segment_ids, num_segments, reduce, fill_value, op, best, fused):  # pylint: disable=unused-argument
     n = _num_segments_in_graph(op, num_segments)
     _check(op, src.shape, segment_ids.shape, n, None)
     if fused_path():
@@ -191,18 +238,18 @@ class _IdsCheckedPath:
     def __init__(self, op, function, *extra):
         self.op, self.function, self.extra = op, function, extra
 
-    def __call__(self, src, segment_ids, num_segments):
+    def __call__(self, src, segment_ids, num_segments, reduce=None, fill_value=0):
         for name, value in (("src", src), ("segment_ids", segment_ids)):
             if not isinstance(value, Tensor):
                 raise infer.op_error(TypeError, self.op, f"'{name}' must be a Tensor, but got {type(value).__name__}.")
         n = _num_segments_in_graph(self.op, num_segments)
-        _check(self.op, src.shape, segment_ids.shape, n, None)
+        _check(self.op, src.shape, segment_ids.shape, n, reduce)
         if fused_path():
             _check_segment_ids(self.op, segment_ids, n)
-        return self.function(src, segment_ids, n, *self.extra)
+        return self.function(src, segment_ids, n, reduce, fill_value, *self.extra)
 
-    def _ms_graph_method(self, src, segment_ids, num_segments):
-        return self.function(src, segment_ids, num_segments, *self.extra)
+    def _ms_graph_method(self, src, segment_ids, num_segments, reduce=None, fill_value=0):
+        return self.function(src, segment_ids, num_segments, reduce, fill_value, *self.extra)
 
 
 def _check_segment_ids(op, segment_ids, n):
@@ -248,7 +295,7 @@ def _check_float(op, dtype):
                                             f"got {infer.dtype_name(dtype)}.")
 
 
-def _softmax(src, segment_ids, num_segments):
+def _softmax(src, segment_ids, num_segments, reduce=None, fill_value=0):  # pylint: disable=unused-argument
     """The softmax of the rows of each segment, per trailing element, shifted by the segment's
     max (no overflow for large logits); a row with a negative id gives 0."""
     n = _num_segments_in_graph("segment_softmax", num_segments)
@@ -268,6 +315,7 @@ def _softmax(src, segment_ids, num_segments):
 
 
 _SOFTMAX_PATH = _IdsCheckedPath("segment_softmax", _softmax)
+_REDUCE_PATH = _IdsCheckedPath("segment_reduce", _segment_reduce)
 
 
 def segment_softmax(src, segment_ids, num_segments):
@@ -314,7 +362,7 @@ def _csr(src, indptr, reduce, fill_value, graph_check):
                              ops.any(indptr[1:] < indptr[:-1]))
         check = _SUM(ops.ones((1,), mstype.float32), ops.reshape(ops.cast(bad, mstype.int32), (1,)), 1)
         ids = ops.depend(ids, check)
-    return segment_reduce(src, ids, segments, reduce, fill_value=fill_value)
+    return _segment_reduce(src, ids, segments, reduce, fill_value)  # (ids made here: no check of them)
 
 
 class _CsrPath:

@@ -119,6 +119,56 @@ def test_segment_arg_is_one_fused_pass_on_the_cpu(mode, kind, dtype):
         assert after.get(engine, 0) == before.get(engine, 0)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bfloat16"])
+@pytest.mark.parametrize("reduce", SEGMENT_REDUCES)
+def test_segment_reduce_is_one_fused_kernel_on_the_cpu(mode, reduce, dtype):
+    """Rows enough for the kernel's threads (E x F >= 2^18), unsorted ids with dropped rows,
+    empty segments, a fill value: the oracle's bits, from one fused kernel call (no engine
+    segment kernel, no count pass)."""
+    graph_covers(mode, dtype)
+    rng = np.random.default_rng(_seed("reduce-fused", reduce, dtype, mode))
+    npdt = np_dtype(dtype)
+    low, high = (1, 3) if reduce == "prod" else (-9, 10)
+    x = rng.integers(low, high, (20000, 16)).astype(npdt)
+    if reduce == "prod" and is_float(npdt):
+        x = (x.astype(np.float32) * rng.choice([0.5, 1.0, 2.0], x.shape)).astype(npdt)
+    ids = rng.integers(-1, 4000, 20000).astype(np.int32)
+    ids[ids == 7] = 8  # segment 7 empty
+    before = ms_scatter.call_counts()
+    out = (_ReduceN(4000, reduce, 2.5)(Tensor(x), Tensor(ids)) if mode == "GRAPH" else
+           ms_scatter.segment_reduce(Tensor(x), Tensor(ids), 4000, reduce, fill_value=2.5))
+    want = segment_reduce_oracle(reduce, x, ids, 4000, 2.5)
+    if reduce == "mean" and is_float(npdt) and dtype != "float64":  # (the oracle divides in float64)
+        np.testing.assert_allclose(out.asnumpy().astype(np.float64), want.astype(np.float64), rtol=1e-6)
+    else:
+        assert_same(out.asnumpy(), want, f"segment_reduce {reduce} {dtype}")
+    after = ms_scatter.call_counts()
+    assert after.get("SegmentReduce", 0) == before.get("SegmentReduce", 0) + 1
+    assert all(after.get(op, 0) == before.get(op, 0) for op in after if op.startswith("UnsortedSegment"))
+
+
+class _ReduceN(nn.Cell):
+    def __init__(self, n, reduce, fill):
+        super().__init__()
+        self.n, self.reduce, self.fill = n, reduce, fill
+
+    def construct(self, x, ids):
+        return ms_scatter.segment_reduce(x, ids, self.n, self.reduce, fill_value=self.fill)
+
+
+def test_sums_of_negative_zeros_are_positive_zero(mode):
+    """As a scatter into zeros (MindSpore's unsorted_segment_sum, torch, JAX): a segment or a
+    node whose rows are all -0.0 sums to +0.0, its mean too; max keeps -0.0."""
+    x = np.array([[-0.0, 1.0], [-0.0, -0.0]], np.float32)
+    ids = np.array([0, 0], np.int32)
+    for reduce in ("sum", "mean", "max"):
+        out = _run(mode, ms_scatter.segment_reduce, x, ids, reduce).asnumpy()
+        assert_same(out, segment_reduce_oracle(reduce, x, ids, N), f"{reduce}")
+        assert np.signbit(out[0, 0]) == (reduce == "max")
+    got = ms_scatter.gspmm(Tensor(x), Tensor(np.array([0, 1], np.int32)), Tensor(ids), N).asnumpy()
+    assert not np.signbit(got[0, 0]) and got[0, 1] == 1.0
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
 def test_segment_softmax_is_one_fused_kernel_on_the_cpu(mode, dtype):
     """Rows enough for the kernel's threads, unsorted ids with dropped rows, logits near 1e4:

@@ -601,7 +601,7 @@ class Driver:
         """The kernels' own order: each node's edges in edge order, in the accumulator type
         (float32 for float16), integers wrapping in their dtype."""
         acc = np.float32 if x.dtype == np.float16 else x.dtype.type
-        feat = x.reshape(x.shape[0], -1).astype(acc)
+        feat = x.reshape(x.shape[0], int(np.prod(x.shape[1:]))).astype(acc)
         with np.errstate(all="ignore"):
             if entry.startswith("Gsddmm"):
                 v = rows.reshape(rows.shape[0], -1).astype(acc)
@@ -619,9 +619,11 @@ class Driver:
                 for k, e in enumerate(edges):
                     m = feat[src[e]] if w is None else (feat[src[e]] * acc(w[e])).astype(acc)
                     if k == 0:
-                        out[node] = m
+                        out[node] = (acc(0) + m).astype(acc) if entry.startswith(("GspmmSum", "GspmmMean")) else m
                     elif entry.startswith(("GspmmSum", "GspmmMean")):
                         out[node] = (out[node] + m).astype(acc)
+                    elif entry == "GspmmProd":
+                        out[node] = (out[node] * m).astype(acc)
                     elif entry == "GspmmMax":
                         out[node] = np.where((out[node] >= m) | np.isnan(out[node]), out[node], m)
                     else:
@@ -708,6 +710,19 @@ class Driver:
             if rc != 0 or not self.same(values, want):
                 self.fail(f"SegmentArgValues {x.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
 
+    def check_segment_reduce(self, x, ids, nodes):
+        """SegmentReduce<R> against message_oracle's loops (each row its own message), an empty
+        segment the fill value."""
+        fill = np.array([3], x.dtype)
+        for reduce in ("Sum", "Mean", "Max", "Min", "Prod"):
+            out = np.full((nodes,) + x.shape[1:], 7, x.dtype)
+            rc = self.message_call(f"SegmentReduce{reduce}", [x, ids, np.zeros(nodes, np.int8), fill, out])
+            want = self.message_oracle(f"Gspmm{reduce}", x, np.arange(len(ids)), ids, np.zeros(nodes), None)
+            empty = np.array([(ids == node).sum() == 0 for node in range(nodes)])
+            want[empty] = fill[0]
+            if rc != 0 or not self.same(out, want):
+                self.fail(f"SegmentReduce{reduce} {x.dtype} {ids.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+
     def check_segment_softmax(self, x, ids, nodes):
         """SegmentSoftmax and SegmentSoftmaxGrad (floats) against float64 loops, within a few
         ulps of the dtype (the kernel's exp is its own polynomial)."""
@@ -778,6 +793,8 @@ class Driver:
                     self.check_segment_arg(x, segment_ids, nodes)
                     self.check_segment_arg(x[:0], segment_ids[:0], nodes)
                     self.check_segment_softmax(x, segment_ids, nodes)
+                    self.check_segment_reduce(x, segment_ids, nodes)
+                    self.check_segment_reduce(x[:0], segment_ids[:0], nodes)
                     self.check_segment_softmax(x[:0], segment_ids[:0], nodes)
         # errors: an id out of range (nothing written), bad argument counts and dtypes
         x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
@@ -792,6 +809,10 @@ class Driver:
             self.fail(f"SegmentArgMax out of range: rc {rc} {self.last_error()[1]!r}")
         if self.message_call("SegmentArgValues", [x, np.zeros(3, np.int32), np.full((4, 2), 4, np.int64), out]) == 0:
             self.fail("SegmentArgValues accepted an arg past E")
+        rc = self.message_call("SegmentReduceMax", [x, np.array([0, 4, -1], np.int64), np.zeros(4, np.int8),
+                                                    np.zeros(1, np.float32), out])
+        if rc != 2 or (out != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
+            self.fail(f"SegmentReduceMax out of range: rc {rc} {self.last_error()[1]!r}")
         soft = np.full((3, 2), 5, np.float32)
         rc = self.message_call("SegmentSoftmax", [x, np.array([0, -1, 4], np.int32), np.zeros(4, np.int8), soft])
         if rc != 2 or (soft != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
@@ -826,6 +847,10 @@ class Driver:
             for entry in ("SegmentArgMax", "SegmentArgMin"):
                 out = np.zeros((nodes, 5), np.int64)
                 outs.append((self.message_call(entry, [x[src], dst, np.zeros(nodes, np.int8), out]), out))
+            for reduce in ("Sum", "Mean", "Max", "Min", "Prod"):
+                out = np.zeros((nodes, 5), np.float32)
+                outs.append((self.message_call(f"SegmentReduce{reduce}", [x[src], dst, np.zeros(nodes, np.int8),
+                                                                            np.ones(1, np.float32), out]), out))
             softmax = np.zeros((edges, 5), np.float32)
             outs.append((self.message_call("SegmentSoftmax", [x[src], dst, np.zeros(nodes, np.int8), softmax]),
                          softmax))

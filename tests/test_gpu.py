@@ -60,7 +60,8 @@ CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_
 CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
                                       "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight",
                                       "SegmentArgMax", "SegmentArgMin", "SegmentArgValues", "SegmentSoftmax",
-                                      "SegmentSoftmaxGrad")
+                                      "SegmentSoftmaxGrad", "SegmentReduceSum", "SegmentReduceMean",
+                                      "SegmentReduceMax", "SegmentReduceMin", "SegmentReduceProd")
             for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 

@@ -20,7 +20,7 @@
 namespace ms_scatter {
 namespace message {
 
-enum class Spmm { kSum, kMean, kMax, kMin };
+enum class Spmm { kSum, kMean, kMax, kMin, kProd };  // (kProd: segment_reduce only)
 enum class Softmax { kForward, kGrad };
 enum class Sddmm { kAdd, kSub, kMul, kDot };
 
@@ -147,22 +147,26 @@ void by_node_ranges(int64_t work, int64_t N, const int64_t *indptr, const F &f) 
 }
 
 // One edge's message (its source row, times its weight, in the accumulator of T) into a
-// node's accumulators S (a mean's: 64 bits for the integers): the first edge's is copied, the
-// others combined by the reduction.
+// node's accumulators S (a mean's: 64 bits for the integers): the first edge's is copied (a
+// sum's added to 0, so that a node of -0.0 messages sums to +0.0 as a scatter into zeros
+// does), the others combined by the reduction.
 template <Spmm R, bool kWeighted, typename T, typename S>
 inline void take_row(S *acc, const T *row, int64_t F, bool first, typename AccOf<T>::type weight) {
   for (int64_t f = 0; f < F; ++f) {
     const S m = static_cast<S>(message_of<T>(row[f], kWeighted, weight));
-    acc[f] = first ? m
+    acc[f] = first ? (R == Spmm::kSum || R == Spmm::kMean ? Arith<S>::add(S(0), m) : m)
              : R == Spmm::kMax ? OpMax::update<S>(acc[f], m)
              : R == Spmm::kMin ? OpMin::update<S>(acc[f], m)
+             : R == Spmm::kProd ? Arith<S>::mul(acc[f], m)
                                : Arith<S>::add(acc[f], m);
   }
 }
 
+// src: each edge's row of x (nullptr: the edge's own row, segment_reduce); fill: an empty
+// node's value (nullptr: 0).
 template <typename T, Spmm R>
 void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const int64_t *src,
-                const int64_t *indptr, const int64_t *order, T *out) {
+                const int64_t *indptr, const int64_t *order, T *out, const T *fill = nullptr) {
   using A = typename AccOf<T>::type;
   using S = typename std::conditional<R == Spmm::kMean, typename MeanAccOf<T>::type, A>::type;
   std::vector<S> acc(static_cast<size_t>(F));
@@ -171,13 +175,16 @@ void spmm_nodes(int64_t v0, int64_t v1, int64_t F, const T *x, const T *w, const
     T *o = out + v * F;
     const int64_t b = indptr[v], e = indptr[v + 1];
     if (b == e) {
-      for (int64_t f = 0; f < F; ++f) o[f] = from_acc<T>(A(0));
+      for (int64_t f = 0; f < F; ++f) o[f] = fill ? *fill : from_acc<T>(A(0));
       continue;
     }
     for (int64_t k = b; k < e; ++k) {
-      if (k + kPrefetchEdges < last) prefetch_row(x + src[order ? order[k + kPrefetchEdges] : k + kPrefetchEdges] * F, F);
+      if (k + kPrefetchEdges < last && (src || order)) {
+        const int64_t ahead = order ? order[k + kPrefetchEdges] : k + kPrefetchEdges;
+        prefetch_row(x + (src ? src[ahead] : ahead) * F, F);
+      }
       const int64_t edge = order ? order[k] : k;
-      const T *row = x + src[edge] * F;
+      const T *row = x + (src ? src[edge] : edge) * F;
       if (w)
         take_row<R, true>(acc.data(), row, F, k == b, to_acc<T>(w[edge]));
       else
@@ -285,6 +292,27 @@ int segment_arg_values(const char *op, void **params, int *ndims, int64_t **shap
   run_threads(threads, [&](int t) {
     for (int64_t i = count * t / threads, i1 = count * (t + 1) / threads; i < i1; ++i)
       out[i] = arg[i] == E ? zero : src[arg[i] * F + i % F];
+  });
+  return kOk;
+}
+
+// segment_reduce: SegmentReduce<R>(src (E, *F), segment_ids (E,), rows (N,), fill (1,)) -> out
+// (N, *F), R in Sum, Mean, Max, Min, Prod: gspmm's node loop over the rows grouped by id (each
+// row its own message), an empty segment `fill`; negative ids drop their rows.
+template <typename T, Spmm R>
+int segment_reduce(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  const int64_t E = shapes[0][0], N = shapes[2][0];
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  int64_t *ids = buffer(kDst, E);
+  bool sorted = false;
+  const int rc = read_ids(op, "segment_ids", params[1], dtypes[1], E, N, ids, &sorted, true);
+  if (rc != kOk) return rc;
+  const int64_t *indptr = nullptr, *order = group(ids, E, N + 1, sorted, kIndptr, kOrder, &indptr);
+  const T *x = static_cast<const T *>(params[0]);
+  const T *fill = static_cast<const T *>(params[3]);
+  T *out = static_cast<T *>(params[4]);
+  by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    spmm_nodes<T, R>(v0, v1, F, x, nullptr, nullptr, indptr, order, out, fill);
   });
   return kOk;
 }
@@ -672,6 +700,21 @@ int segment_softmax_entry(const char *op, int nparam, void **params, int *ndims,
   return kBadArguments;
 }
 
+template <Spmm R>
+int segment_reduce_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes,
+                         const char **dtypes) {
+  int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {3, 4});
+  if (rc != kOk) return rc;
+  if (ndims[1] != 1 || shapes[1][0] != shapes[0][0] || ndims[3] != 1 || shapes[3][0] != 1 || ndims[4] != ndims[0] ||
+      shapes[4][0] != shapes[2][0] || feature_size(ndims[4], shapes[4]) != feature_size(ndims[0], shapes[0])) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return segment_reduce<decltype(value), R>(op, params, ndims, shapes, dtypes);
+  });
+}
+
 template <Sddmm O>
 int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   int rc = check_args(op, nparam, 4, ndims, shapes, dtypes, {1, 4});
@@ -706,6 +749,11 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(SegmentArgMax, segment_arg, Spmm::kMax)      \
   X(SegmentArgMin, segment_arg, Spmm::kMin)      \
   X(SegmentArgValues, arg_values, Spmm::kMax)   \
+  X(SegmentReduceSum, segment_reduce, Spmm::kSum)  \
+  X(SegmentReduceMean, segment_reduce, Spmm::kMean) \
+  X(SegmentReduceMax, segment_reduce, Spmm::kMax)  \
+  X(SegmentReduceMin, segment_reduce, Spmm::kMin)  \
+  X(SegmentReduceProd, segment_reduce, Spmm::kProd) \
   X(SegmentSoftmax, segment_softmax, Softmax::kForward) \
   X(SegmentSoftmaxGrad, segment_softmax, Softmax::kGrad)
 
@@ -763,6 +811,10 @@ inline int type_gspmm_grad(int first) { return first; }
 inline int type_gsddmm(int first) { return first; }
 inline int type_arg_values(int first) { return first; }
 inline int type_segment_softmax(int first) { return first; }
+inline int type_segment_reduce(int first) { return first; }
+inline std::vector<int64_t> infer_segment_reduce(Spmm r, int *ndims, int64_t **shapes) {
+  return infer_segment_arg(r, ndims, shapes);
+}
 inline std::vector<int64_t> infer_segment_softmax(Softmax, int *ndims, int64_t **shapes) {
   if (ndims[0] < 0) return {-2};
   return std::vector<int64_t>(shapes[0], shapes[0] + ndims[0]);

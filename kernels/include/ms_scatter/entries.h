@@ -44,7 +44,8 @@ namespace ms_scatter {
 #define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
   X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
   X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues) \
-  X(SegmentSoftmax) X(SegmentSoftmaxGrad)
+  X(SegmentSoftmax) X(SegmentSoftmaxGrad) X(SegmentReduceSum) X(SegmentReduceMean) X(SegmentReduceMax) \
+  X(SegmentReduceMin) X(SegmentReduceProd)
 #define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
