@@ -15,6 +15,7 @@ attribute ``cpp_infer_shape``. Python calls (PYNATIVE) use the object itself, wh
 never a graph node: MindSpore treats a primitive that has run in a dynamic-shape graph
 differently at later PYNATIVE launches (it infers its shape again on its backend thread).
 """
+import ctypes
 import math
 import weakref
 
@@ -56,6 +57,7 @@ except (ImportError, AttributeError):  # pragma: no cover - other MindSpore vers
     def _data_ptr(tensor):
         return tensor.data_ptr()
 
+_INT64_P = ctypes.POINTER(ctypes.c_int64)
 _ALIGNED_OUTPUT_BYTES = 64 << 10  # below this the few extra numpy calls cost more than they save
 
 
@@ -82,8 +84,11 @@ def _empty_like(x, dtype_name):
     MindSpore's CPU memory is 16-byte aligned, and a row that straddles one more cache line
     slows the kernel: docs/performance.md, "Notes from the kernels"). From 32 MiB, in our
     pool's memory."""
-    dtype = _eager.numpy_dtype(dtype_name)
-    shape = tuple(x.shape)
+    return _empty(tuple(x.shape), _eager.numpy_dtype(dtype_name))
+
+
+def _empty(shape, dtype):
+    """A numpy-backed output tensor of `shape` and numpy `dtype`, as _empty_like makes it."""
     if math.prod(shape) * dtype.itemsize < _ALIGNED_OUTPUT_BYTES:
         return Tensor.from_numpy(np.empty(shape, dtype))
     return Tensor.from_numpy(_OUTPUTS.empty(shape, dtype))
@@ -555,15 +560,101 @@ class ShardKernel(ScatterKernel):
 
 class FusedKernel(ops.Custom):
     """One fused entry of the CPU library (kernels/cpu/message.h: its inputs as listed there),
-    its graph node inferred by the library (<entry>InferShape / InferType), as the engine's are."""
+    its graph node inferred by the library (<entry>InferShape / InferType), as the engine's are.
 
-    def __init__(self, entry, bprop):
-        _, func = kernel_func(entry, "CPU")
+    A Python call (PYNATIVE) runs the entry directly on the tensors' memory, as the engine's
+    out-of-place calls do (MindSpore's launch of an aot Custom costs ~1.5 ms a call), writing
+    a numpy-backed output of ``output(shapes)`` (its dtype the first input's, or `dtype`);
+    while a gradient is recorded, under a jit trace or off the CPU it launches the Custom. A
+    kernel's error is raised as our own error type with its message either way."""
+
+    _MEMO_SIZE = 64
+
+    def __init__(self, entry, bprop, output=None, dtype=None):
+        path, func = kernel_func(entry, "CPU")
         super().__init__(func, out_shape=lambda *shapes: None, out_dtype=lambda *dtypes: None, func_type="aot",
                          bprop=bprop)
         self.add_prim_attr("cpp_infer_shape", True)
         self.add_prim_attr("cpp_infer_type", True)
         self.add_prim_attr("reg_op_name", entry)
+        self._library, self._entry, self._output, self._dtype = path, entry, output, dtype
+        self._fn, self._memo = None, {}
+
+    def _signature(self, args):
+        """(params, ndims, shapes, dtypes, keep-alive, output shape, output numpy dtype) for
+        these inputs' shapes and dtypes, kept."""
+        key = tuple((a.shape, a.dtype) for a in args)
+        hit = self._memo.get(key)
+        if hit is None:
+            shapes = [tuple(a.shape) for a in args]
+            names = [infer.dtype_name(a.dtype) for a in args]
+            out_shape = tuple(self._output(shapes))
+            out_name = self._dtype or names[0]
+            shapes.append(out_shape)
+            names.append(out_name)
+            k = len(shapes)
+            bufs = [(ctypes.c_int64 * max(len(d), 1))(*d) for d in shapes]
+            hit = ((ctypes.c_void_p * k)(), (ctypes.c_int * k)(*[len(d) for d in shapes]),
+                   (_INT64_P * k)(*[ctypes.cast(b, _INT64_P) for b in bufs]),
+                   (ctypes.c_char_p * k)(*[n.encode() for n in names]), bufs, out_shape,
+                   _eager.numpy_dtype(out_name))
+            if len(self._memo) >= self._MEMO_SIZE:
+                self._memo.clear()
+            self._memo[key] = hit
+        return hit
+
+    def _direct(self, args):
+        for a in args:
+            if not isinstance(a, Tensor) or a.has_init or not a.is_contiguous():
+                return None
+        if self._fn is None:
+            fn = ctypes.CDLL(self._library)[self._entry]
+            fn.restype = ctypes.c_int
+            self._fn = fn
+        params, ndims, shapes, names, _, out_shape, out_dtype = self._signature(args)
+        out = _empty(out_shape, out_dtype)
+        k = len(args)
+        with _PYNATIVE_LOCK:
+            _sync()
+            for i, a in enumerate(args):
+                params[i] = _data_ptr(a) if a.size else 0
+            params[k] = _data_ptr(out) if out.size else 0
+            rc = self._fn(k + 1, params, ndims, shapes, names, None, None)
+            if rc:
+                raise_code(self._library, rc)
+        return out
+
+    def __call__(self, *args):
+        # reached in PYNATIVE only (a graph never calls a primitive's __call__)
+        if (self._output is not None and not _requires_grad() and trace_context() is None
+                and _ascend.host_direct()):
+            out = self._direct(args)
+            if out is not None:
+                return out
+        with _PYNATIVE_LOCK:
+            before = error_count(self._library)
+            try:
+                out = super().__call__(*args)
+                _sync()
+            except RuntimeError as err:
+                raise_kernel_error(self._library, before, err)
+        return out
+
+
+_ROW_COUNTS = {}
+
+
+@constexpr
+def row_count(n):
+    """The (n,) int8 tensor a fused kernel reads its output's number of rows from (only its
+    length is read), kept per n: made without launching an op (a Python call that launched
+    one would wait for it before the kernel runs)."""
+    hit = _ROW_COUNTS.get(n)
+    if hit is None:
+        if len(_ROW_COUNTS) >= 64:
+            _ROW_COUNTS.clear()
+        hit = _ROW_COUNTS[n] = Tensor(np.zeros(n, np.int8))
+    return hit
 
 
 @constexpr

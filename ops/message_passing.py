@@ -20,7 +20,7 @@ from mindspore.ops import constexpr
 from . import infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
-from ._kernel import FusedKernel, _known_or_unknown, fused_path
+from ._kernel import FusedKernel, _known_or_unknown, fused_path, row_count
 from .primitives import FUNCTIONS
 from .segment import SEGMENT_FUNCTIONS, FunctionPrimitive, gather_rows
 from .segment_reduce import _num_segments_in_graph, segment_reduce
@@ -124,11 +124,22 @@ def _sddmm_bprop(op_name):
     return bprop
 
 
-_FUSED = {name + suffix: FusedKernel(name, _spmm_bprop(name == "GspmmMean", suffix == "_w"))
+# (each entry's output shape from its inputs' shapes, for a direct Python call: ops/_kernel.py)
+def _nodes_shape(shapes):
+    return shapes[3][:1] + shapes[0][1:]
+
+
+def _edges_shape(shapes):
+    return shapes[2][:1] + shapes[0][1:]
+
+
+_FUSED = {name + suffix: FusedKernel(name, _spmm_bprop(name == "GspmmMean", suffix == "_w"), _nodes_shape)
           for name in ("GspmmSum", "GspmmMean") for suffix in ("", "_w")}
-_FUSED.update({name + suffix: FusedKernel(name, _spmm_extreme_bprop(suffix == "_w"))
+_FUSED.update({name + suffix: FusedKernel(name, _spmm_extreme_bprop(suffix == "_w"), _nodes_shape)
                for name in ("GspmmMax", "GspmmMin") for suffix in ("", "_w")})
-_FUSED.update({f"Gsddmm{op.title()}": FusedKernel(f"Gsddmm{op.title()}", _sddmm_bprop(op)) for op in GSDDMM_OPS})
+_FUSED.update({f"Gsddmm{op.title()}": FusedKernel(f"Gsddmm{op.title()}", _sddmm_bprop(op),
+                                                  (lambda s: s[2][:1]) if op == "dot" else _edges_shape)
+               for op in GSDDMM_OPS})
 _GSPMM_SUM = _FUSED["GspmmSum"]
 _GSPMM_SUM_W = _FUSED["GspmmSum_w"]
 _GSPMM_MEAN = _FUSED["GspmmMean"]
@@ -137,8 +148,9 @@ _GSPMM_MAX, _GSPMM_MAX_W = _FUSED["GspmmMax"], _FUSED["GspmmMax_w"]
 _GSPMM_MIN, _GSPMM_MIN_W = _FUSED["GspmmMin"], _FUSED["GspmmMin_w"]
 _GSDDMM_DOT, _GSDDMM_ADD = _FUSED["GsddmmDot"], _FUSED["GsddmmAdd"]
 _GSDDMM_SUB, _GSDDMM_MUL = _FUSED["GsddmmSub"], _FUSED["GsddmmMul"]
-_TIE_GRAD, _TIE_GRAD_W = FusedKernel("GspmmTieGrad", None), FusedKernel("GspmmTieGrad", None)
-_TIE_GRAD_WEIGHT = FusedKernel("GspmmTieGradWeight", None)
+_TIE_GRAD = FusedKernel("GspmmTieGrad", None, lambda s: s[0])
+_TIE_GRAD_W = FusedKernel("GspmmTieGrad", None, lambda s: s[0])
+_TIE_GRAD_WEIGHT = FusedKernel("GspmmTieGradWeight", None, lambda s: s[1])
 _FUSED_REDUCES = {"sum": "GspmmSum", "mean": "GspmmMean"}
 
 
@@ -176,7 +188,7 @@ def _gspmm(x, src, dst, num_nodes, edge_weight, reduce, graph_check):
     _gspmm_plan(x.shape, src.shape, dst.shape, None if edge_weight is None else edge_weight.shape, x.dtype,
                 src.dtype, dst.dtype, None if edge_weight is None else edge_weight.dtype, reduce, n)
     if fused_path():
-        rows = ops.zeros((n,), mstype.int8)  # (only its length is read: the output's rows)
+        rows = row_count(n)
         if edge_weight is None:
             if reduce == "sum":
                 return _GSPMM_SUM(x, src, dst, rows)

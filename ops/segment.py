@@ -28,6 +28,7 @@ from mindspore.ops.primitive import Primitive
 from . import infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
+from ._eager import numpy_dtype
 from ._kernel import ScatterKernel, _known_or_unknown
 
 _FAMILY = "UnsortedSegment"
@@ -227,11 +228,11 @@ class _SegmentPath:
 
     def __call__(self, input_x, segment_ids, num_segments):
         n = _num_segments(self.op, num_segments)
-        shape, value = _python_plan(self.op, tuple(input_x.shape), tuple(segment_ids.shape), n, input_x.dtype,
-                                    segment_ids.dtype, self.fill)
-        filled = ops.broadcast_to(value, shape)  # (every shape is known in a Python call)
-        if value.dtype != input_x.dtype:
-            filled = ops.cast(filled, input_x.dtype)
+        shape, _ = _python_plan(self.op, tuple(input_x.shape), tuple(segment_ids.shape), n, input_x.dtype,
+                                segment_ids.dtype, self.fill)
+        # (on the host, not by a launched op: the kernel's direct call would wait for it)
+        name = infer.dtype_name(input_x.dtype)
+        filled = Tensor.from_numpy(np.full(shape, _fill_value(self.fill, name), numpy_dtype(name)))
         return self.kernel(filled, segment_ids, input_x)
 
     def _ms_graph_method(self, input_x, segment_ids, num_segments):

@@ -22,9 +22,9 @@ from mindspore.ops import constexpr
 
 from . import infer
 from ._docs import PLATFORMS
+from ._eager import numpy_dtype
 from ._graph import GRAPH_METHOD
-from ._kernel import FusedKernel, _known_or_unknown, fused_path
-from ._lib import ScatterIndexError
+from ._kernel import FusedKernel, _known_or_unknown, fused_path, row_count
 from .primitives import FUNCTIONS
 from .segment import (SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, _segment_bprop, gather_rows,
                       segment_max_from_inf, segment_min_from_inf)
@@ -99,6 +99,11 @@ def _filled_where_empty(out, counts, fill_value):
     return ops.cast(ops.select(ops.broadcast_to(_per_segment(counts == 0, work), work.shape), fill, work), dtype)
 
 
+def _segments_shape(shapes):
+    """(N,) + src.shape[1:] from (src, segment_ids, rows, ...): a fused kernel's output shape."""
+    return shapes[2][:1] + shapes[0][1:]
+
+
 def _reduce_bprop(reduction, mean):
     """The fused kernel's gradient: the engine's rule of the reduction (ops/segment.py; mean:
     the sum's, of dout divided by each segment's count)."""
@@ -117,16 +122,29 @@ def _reduce_bprop(reduction, mean):
 
 # The fused CPU kernels (kernels/cpu/message.h SegmentReduce<R>): one pass over the rows grouped
 # by id, the fill value and mean's count included.
-_REDUCE_SUM = FusedKernel("SegmentReduceSum", _reduce_bprop("Add", False))
-_REDUCE_MEAN = FusedKernel("SegmentReduceMean", _reduce_bprop("Add", True))
-_REDUCE_MAX = FusedKernel("SegmentReduceMax", _reduce_bprop("Max", False))
-_REDUCE_MIN = FusedKernel("SegmentReduceMin", _reduce_bprop("Min", False))
-_REDUCE_PROD = FusedKernel("SegmentReduceProd", _reduce_bprop("Mul", False))
+_REDUCE_SUM = FusedKernel("SegmentReduceSum", _reduce_bprop("Add", False), _segments_shape)
+_REDUCE_MEAN = FusedKernel("SegmentReduceMean", _reduce_bprop("Add", True), _segments_shape)
+_REDUCE_MAX = FusedKernel("SegmentReduceMax", _reduce_bprop("Max", False), _segments_shape)
+_REDUCE_MIN = FusedKernel("SegmentReduceMin", _reduce_bprop("Min", False), _segments_shape)
+_REDUCE_PROD = FusedKernel("SegmentReduceProd", _reduce_bprop("Mul", False), _segments_shape)
 
 
+_FILLS = {}
+
+
+@constexpr
 def _fill_vector(fill_value, dtype):
-    """fill_value as a (1,) tensor of `dtype`, converted as the composite converts it."""
-    return ops.reshape(ops.cast(_scalar(fill_value, dtype), dtype), (1,))
+    """fill_value as a (1,) tensor of `dtype` (as numpy converts it: integers truncated toward
+    zero), kept per value and dtype: made without launching an op."""
+    key = (type(fill_value), fill_value, dtype)
+    hit = _FILLS.get(key)
+    if hit is None:
+        name = infer.dtype_name(dtype)
+        if len(_FILLS) >= 64:
+            _FILLS.clear()
+        hit = _FILLS[key] = Tensor(np.array([fill_value], np.float32 if name == "bfloat16" else None)
+                                   .astype(numpy_dtype(name)))
+    return hit
 
 
 def _segment_reduce(src, segment_ids, num_segments, reduce, fill_value):
@@ -135,7 +153,7 @@ def _segment_reduce(src, segment_ids, num_segments, reduce, fill_value):
     _check("segment_reduce", src.shape, segment_ids.shape, n, reduce)
     dtype = src.dtype
     if fused_path():
-        rows, fill = ops.zeros((n,), mstype.int8), _fill_vector(fill_value, dtype)  # (rows: only its length is read)
+        rows, fill = row_count(n), _fill_vector(fill_value, dtype)
         if reduce == "sum":
             return _REDUCE_SUM(src, segment_ids, rows, fill)
         if reduce == "mean":
@@ -199,14 +217,14 @@ def _no_gradient(src, segment_ids, rows, out, dout):  # pylint: disable=unused-a
 
 # The fused CPU kernels (kernels/cpu/message.h): the arg in one pass over the rows grouped by
 # id, then the values it names.
-_ARG_VALUES = FusedKernel("SegmentArgValues", _arg_values_bprop)
+_ARG_VALUES = FusedKernel("SegmentArgValues", _arg_values_bprop, lambda s: s[2])
 
 
 def _arg(src, segment_ids, num_segments, reduce, fill_value, op, best, fused):  # pylint: disable=unused-argument
     n = _num_segments_in_graph(op, num_segments)
     _check(op, src.shape, segment_ids.shape, n, None)
     if fused_path():
-        arg = fused(src, segment_ids, ops.zeros((n,), mstype.int8))  # (rows: only its length is read)
+        arg = fused(src, segment_ids, row_count(n))
         return _ARG_VALUES(src, segment_ids, arg), arg
     # elsewhere: the segment max (min), then the first row holding it (a min pass of row numbers)
     rows, kept = _kept_rows(segment_ids)
@@ -227,11 +245,11 @@ def _arg(src, segment_ids, num_segments, reduce, fill_value, op, best, fused):  
     return ops.cast(values, dtype), arg
 
 
-class _IdsCheckedPath:
-    """A segment function's two paths: a Python call on the fused CPU kernels reads the ids
-    first (an id >= num_segments raises ScatterIndexError naming it; MindSpore's launch would
-    turn the kernel's error into a generic RuntimeError); a graph compiles _ms_graph_method.
-    `function(src, segment_ids, num_segments, *extra)` does the work on both."""
+class _SegmentFunctionPath:
+    """A segment function's two paths: a Python call checks that its inputs are Tensors (the
+    fused kernel checks the ids: an id >= num_segments is ms_scatter.ScatterIndexError with the
+    kernel's message); a graph compiles _ms_graph_method. `function(src, segment_ids,
+    num_segments, reduce, fill_value, *extra)` does the work on both."""
     __ms_class__ = True
     __parse_method__ = GRAPH_METHOD
 
@@ -242,31 +260,16 @@ class _IdsCheckedPath:
         for name, value in (("src", src), ("segment_ids", segment_ids)):
             if not isinstance(value, Tensor):
                 raise infer.op_error(TypeError, self.op, f"'{name}' must be a Tensor, but got {type(value).__name__}.")
-        n = _num_segments_in_graph(self.op, num_segments)
-        _check(self.op, src.shape, segment_ids.shape, n, reduce)
-        if fused_path():
-            _check_segment_ids(self.op, segment_ids, n)
-        return self.function(src, segment_ids, n, reduce, fill_value, *self.extra)
+        return self.function(src, segment_ids, num_segments, reduce, fill_value, *self.extra)
 
     def _ms_graph_method(self, src, segment_ids, num_segments, reduce=None, fill_value=0):
         return self.function(src, segment_ids, num_segments, reduce, fill_value, *self.extra)
 
 
-def _check_segment_ids(op, segment_ids, n):
-    """Raise the kernel's ScatterIndexError for the first id >= n (read now, O(E))."""
-    ids = segment_ids.asnumpy()
-    bad = ids >= n
-    if ids.ndim == 1 and bad.any():
-        at = int(bad.argmax())
-        raise ScatterIndexError(f"For '{op}', each value of 'segment_ids' must be < num_segments ({n}) (a negative "
-                                f"id drops its row), but got {int(ids[at])} at position ({at},) of 'segment_ids' "
-                                f"(shape {tuple(ids.shape)}).")
-
-
-_ARGMAX_PATH = _IdsCheckedPath("segment_argmax", _arg, "segment_argmax", _MAX,
-                               FusedKernel("SegmentArgMax", _no_gradient))
-_ARGMIN_PATH = _IdsCheckedPath("segment_argmin", _arg, "segment_argmin", _MIN,
-                               FusedKernel("SegmentArgMin", _no_gradient))
+_ARGMAX_PATH = _SegmentFunctionPath("segment_argmax", _arg, "segment_argmax", _MAX,
+                               FusedKernel("SegmentArgMax", _no_gradient, _segments_shape, "int64"))
+_ARGMIN_PATH = _SegmentFunctionPath("segment_argmin", _arg, "segment_argmin", _MIN,
+                               FusedKernel("SegmentArgMin", _no_gradient, _segments_shape, "int64"))
 
 
 def segment_argmax(src, segment_ids, num_segments):
@@ -284,8 +287,8 @@ def _softmax_bprop(src, segment_ids, rows, out, dout):  # pylint: disable=unused
     return _SOFTMAX_GRAD(out, dout, segment_ids, rows), ops.zeros_like(segment_ids), ops.zeros_like(rows)
 
 
-_SOFTMAX = FusedKernel("SegmentSoftmax", _softmax_bprop)
-_SOFTMAX_GRAD = FusedKernel("SegmentSoftmaxGrad", None)
+_SOFTMAX = FusedKernel("SegmentSoftmax", _softmax_bprop, lambda s: s[0])
+_SOFTMAX_GRAD = FusedKernel("SegmentSoftmaxGrad", None, lambda s: s[0])
 
 
 @constexpr
@@ -302,7 +305,7 @@ def _softmax(src, segment_ids, num_segments, reduce=None, fill_value=0):  # pyli
     _check("segment_softmax", src.shape, segment_ids.shape, n, None)
     _check_float("segment_softmax", src.dtype)
     if fused_path():  # one kernel (kernels/cpu/message.h), its gradient another
-        return _SOFTMAX(src, segment_ids, ops.zeros((n,), mstype.int8))
+        return _SOFTMAX(src, segment_ids, row_count(n))
     dtype = src.dtype
     x = ops.cast(src, mstype.float32) if dtype in _HALF else src
     rows, kept = _kept_rows(segment_ids)
@@ -314,8 +317,8 @@ def _softmax(src, segment_ids, num_segments, reduce=None, fill_value=0):  # pyli
     return ops.cast(y, dtype)
 
 
-_SOFTMAX_PATH = _IdsCheckedPath("segment_softmax", _softmax)
-_REDUCE_PATH = _IdsCheckedPath("segment_reduce", _segment_reduce)
+_SOFTMAX_PATH = _SegmentFunctionPath("segment_softmax", _softmax)
+_REDUCE_PATH = _SegmentFunctionPath("segment_reduce", _segment_reduce)
 
 
 def segment_softmax(src, segment_ids, num_segments):

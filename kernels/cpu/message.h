@@ -242,7 +242,11 @@ int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, con
   const T *src = static_cast<const T *>(params[0]);
   int64_t *arg = static_cast<int64_t *>(params[3]);
   by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     std::vector<A> best(static_cast<size_t>(F));
+    std::vector<int64_t> won(static_cast<size_t>(F));
+    A *bp = best.data();
+    int64_t *wp = won.data();
     const int64_t last = indptr[v1];
     for (int64_t v = v0; v < v1; ++v) {
       int64_t *a = arg + v * F;
@@ -252,22 +256,22 @@ int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, con
         continue;
       }
       const int64_t first = order ? order[b] : b;
-      for (int64_t f = 0; f < F; ++f) {
-        best[f] = to_acc<T>(src[first * F + f]);
-        a[f] = first;
+      for (int64_t f = 0; f < width; ++f) {
+        bp[f] = to_acc<T>(src[first * F + f]);
+        wp[f] = first;
       }
       for (int64_t k = b + 1; k < e; ++k) {
         if (order && k + kPrefetchEdges < last) prefetch_row(src + order[k + kPrefetchEdges] * F, F);
         const int64_t row = order ? order[k] : k;
         const T *x = src + row * F;
-        for (int64_t f = 0; f < F; ++f) {
+        for (int64_t f = 0; f < width; ++f) {  // (selects, not branches: g++ vectorizes them)
           const A value = to_acc<T>(x[f]);
-          if (beats<R>(value, best[f])) {
-            best[f] = value;
-            a[f] = row;
-          }
+          const bool better = beats<R>(value, bp[f]);
+          bp[f] = better ? value : bp[f];
+          wp[f] = better ? row : wp[f];
         }
       }
+      std::copy(wp, wp + F, a);
     }
   });
   return kOk;
@@ -275,23 +279,25 @@ int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, con
 
 template <typename T>
 int segment_arg_values(const char *op, void **params, int *ndims, int64_t **shapes) {
-  const int64_t E = shapes[0][0], F = feature_size(ndims[0], shapes[0]);
-  const int64_t count = shapes[2][0] * F;
+  const int64_t E = shapes[0][0], F = feature_size(ndims[0], shapes[0]), N = shapes[2][0];
   const T *src = static_cast<const T *>(params[0]);
   const int64_t *arg = static_cast<const int64_t *>(params[2]);
-  for (int64_t i = 0; i < count; ++i) {
-    if (arg[i] < 0 || arg[i] > E) {
-      set_error(kBadArguments, "For '%s', each value of 'arg' must be in [0, %lld], but got %lld.", op,
-                static_cast<long long>(E), static_cast<long long>(arg[i]));
-      return kBadArguments;
-    }
+  bool bad = false;
+  for (int64_t i = 0; i < N * F; ++i) bad |= static_cast<uint64_t>(arg[i]) > static_cast<uint64_t>(E);
+  if (bad) {
+    set_error(kBadArguments, "For '%s', each value of 'arg' must be in [0, %lld].", op, static_cast<long long>(E));
+    return kBadArguments;
   }
   T *out = static_cast<T *>(params[3]);
   const T zero = from_acc<T>(typename AccOf<T>::type(0));
-  const int threads = threads_for(count, shapes[2][0]);
+  const int threads = threads_for(N * F, N);
   run_threads(threads, [&](int t) {
-    for (int64_t i = count * t / threads, i1 = count * (t + 1) / threads; i < i1; ++i)
-      out[i] = arg[i] == E ? zero : src[arg[i] * F + i % F];
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
+    for (int64_t v = N * t / threads, v1 = N * (t + 1) / threads; v < v1; ++v)
+      for (int64_t f = 0; f < width; ++f) {
+        const int64_t a = arg[v * F + f];
+        out[v * F + f] = a == E ? zero : src[a * F + f];
+      }
   });
   return kOk;
 }
@@ -385,6 +391,7 @@ int segment_softmax(const char *op, void **params, int *ndims, int64_t **shapes,
   const T zero = from_acc<T>(A(0));
   for (int64_t k = indptr[N]; k < indptr[N + 1]; ++k) std::fill_n(out + (order ? order[k] : k) * F, F, zero);
   by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     std::vector<A> m(static_cast<size_t>(F)), sum(static_cast<size_t>(F)), e;
     for (int64_t v = v0; v < v1; ++v) {
       const int64_t b = indptr[v], end = indptr[v + 1];
@@ -393,31 +400,31 @@ int segment_softmax(const char *op, void **params, int *ndims, int64_t **shapes,
       if (kGrad) {  // sum of y * dy, then dx = y * (dy - sum)
         for (int64_t k = b; k < end; ++k) {
           const int64_t row = (order ? order[k] : k) * F;
-          for (int64_t f = 0; f < F; ++f) sum[f] = sum[f] + to_acc<T>(x[row + f]) * to_acc<T>(dy[row + f]);
+          for (int64_t f = 0; f < width; ++f) sum[f] = sum[f] + to_acc<T>(x[row + f]) * to_acc<T>(dy[row + f]);
         }
         for (int64_t k = b; k < end; ++k) {
           const int64_t row = (order ? order[k] : k) * F;
-          for (int64_t f = 0; f < F; ++f)
+          for (int64_t f = 0; f < width; ++f)
             out[row + f] = from_acc<T>(to_acc<T>(x[row + f]) * (to_acc<T>(dy[row + f]) - sum[f]));
         }
         continue;
       }
-      for (int64_t f = 0; f < F; ++f) m[f] = to_acc<T>(x[(order ? order[b] : b) * F + f]);
+      for (int64_t f = 0; f < width; ++f) m[f] = to_acc<T>(x[(order ? order[b] : b) * F + f]);
       for (int64_t k = b + 1; k < end; ++k) {
         const int64_t row = (order ? order[k] : k) * F;
-        for (int64_t f = 0; f < F; ++f) m[f] = OpMax::update<A>(m[f], to_acc<T>(x[row + f]));
+        for (int64_t f = 0; f < width; ++f) m[f] = OpMax::update<A>(m[f], to_acc<T>(x[row + f]));
       }
       e.resize(static_cast<size_t>((end - b) * F));
       for (int64_t k = b; k < end; ++k) {
         const int64_t row = (order ? order[k] : k) * F;
         A *ek = e.data() + (k - b) * F;
-        for (int64_t f = 0; f < F; ++f) ek[f] = exp_nonpositive<A>(to_acc<T>(x[row + f]) - m[f]);
-        for (int64_t f = 0; f < F; ++f) sum[f] = sum[f] + ek[f];
+        for (int64_t f = 0; f < width; ++f) ek[f] = exp_nonpositive<A>(to_acc<T>(x[row + f]) - m[f]);
+        for (int64_t f = 0; f < width; ++f) sum[f] = sum[f] + ek[f];
       }
       for (int64_t k = b; k < end; ++k) {
         const int64_t row = (order ? order[k] : k) * F;
         const A *ek = e.data() + (k - b) * F;
-        for (int64_t f = 0; f < F; ++f) out[row + f] = from_acc<T>(ek[f] / sum[f]);
+        for (int64_t f = 0; f < width; ++f) out[row + f] = from_acc<T>(ek[f] / sum[f]);
       }
     }
   });
@@ -453,6 +460,7 @@ const typename AccOf<T>::type *tie_shares(int64_t N, int64_t F, const T *x, cons
   static thread_local Scratch<A> buffer_of_shares;
   A *share = buffer_of_shares.get(static_cast<size_t>(N * F));
   by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     std::vector<int64_t> count(static_cast<size_t>(F));
     for (int64_t v = v0; v < v1; ++v) {
       std::fill(count.begin(), count.end(), int64_t(0));
@@ -461,11 +469,11 @@ const typename AccOf<T>::type *tie_shares(int64_t N, int64_t F, const T *x, cons
         const int64_t edge = order ? order[k] : k;
         const T *row = x + src[edge] * F;
         const A weight = w ? to_acc<T>(w[edge]) : A(1);
-        for (int64_t f = 0; f < F; ++f) {
+        for (int64_t f = 0; f < width; ++f) {
           count[f] += tie(message_of<T>(row[f], w != nullptr, weight), o[f]);
         }
       }
-      for (int64_t f = 0; f < F; ++f)
+      for (int64_t f = 0; f < width; ++f)
         share[v * F + f] = count[f] ? static_cast<A>(to_acc<T>(dout[v * F + f]) / static_cast<A>(count[f])) : A(0);
     }
   });
@@ -495,12 +503,13 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
     T *dw = static_cast<T *>(params[6]);
     const int threads = threads_for(E * F, E);
     run_threads(threads, [&](int t) {
+      const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
       for (int64_t e = E * t / threads, e1 = E * (t + 1) / threads; e < e1; ++e) {
         const T *row = x + src[e] * F, *o = out + dst[e] * F;
         const A *q = share + dst[e] * F;
         const A weight = to_acc<T>(w[e]);
         A sum = A(0);
-        for (int64_t f = 0; f < F; ++f) {
+        for (int64_t f = 0; f < width; ++f) {
           const A value = to_acc<T>(row[f]);
           if (tie(message_of<T>(row[f], true, weight), o[f])) sum = Arith<A>::add(sum, mul_acc<A>(q[f], value));
         }
@@ -512,6 +521,7 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
   T *dx = static_cast<T *>(params[weighted ? 6 : 5]);
   const int64_t *by_src = nullptr, *src_order = group(src, E, nx, src_sorted, kIndptrBySrc, kOrderBySrc, &by_src);
   by_node_ranges(E * F, nx, by_src, [&](int64_t u0, int64_t u1) {
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     std::vector<A> acc(static_cast<size_t>(F));
     for (int64_t u = u0; u < u1; ++u) {
       std::fill(acc.begin(), acc.end(), A(0));
@@ -521,11 +531,11 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
         const T *o = out + dst[edge] * F;
         const A *q = share + dst[edge] * F;
         const A weight = w ? to_acc<T>(w[edge]) : A(1);
-        for (int64_t f = 0; f < F; ++f) {
+        for (int64_t f = 0; f < width; ++f) {
           if (tie(message_of<T>(row[f], w != nullptr, weight), o[f])) acc[f] = Arith<A>::add(acc[f], w ? mul_acc<A>(q[f], weight) : q[f]);
         }
       }
-      for (int64_t f = 0; f < F; ++f) dx[u * F + f] = from_acc<T>(acc[f]);
+      for (int64_t f = 0; f < width; ++f) dx[u * F + f] = from_acc<T>(acc[f]);
     }
   });
   return kOk;
@@ -545,17 +555,18 @@ int sddmm(const char *op, void **params, int *ndims, int64_t **shapes, const cha
   T *out = static_cast<T *>(params[4]);
   const int threads = threads_for(E * F, E);
   run_threads(threads, [&](int t) {
+    const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     const int64_t e0 = E * t / threads, e1 = E * (t + 1) / threads;
     for (int64_t e = e0; e < e1; ++e) {
       const T *a = u + src[e] * F;
       const T *b = v + dst[e] * F;
       if (O == Sddmm::kDot) {
         A s = A(0);
-        for (int64_t f = 0; f < F; ++f) s = Arith<A>::add(s, Arith<A>::mul(to_acc<T>(a[f]), to_acc<T>(b[f])));
+        for (int64_t f = 0; f < width; ++f) s = Arith<A>::add(s, Arith<A>::mul(to_acc<T>(a[f]), to_acc<T>(b[f])));
         out[e] = from_acc<T>(s);
       } else {
         T *o = out + e * F;
-        for (int64_t f = 0; f < F; ++f) {
+        for (int64_t f = 0; f < width; ++f) {
           const A p = to_acc<T>(a[f]), q = to_acc<T>(b[f]);
           o[f] = from_acc<T>(O == Sddmm::kAdd ? Arith<A>::add(p, q) : O == Sddmm::kSub ? Arith<A>::sub(p, q)
                                                                                       : Arith<A>::mul(p, q));
@@ -735,38 +746,40 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
 }  // namespace ms_scatter
 
 // X(entry, kind, tag): the fused entries, each with its shape and type inference.
-#define MSS_MESSAGE_ENTRIES(X)                   \
-  X(GspmmSum, gspmm, Spmm::kSum)                 \
-  X(GspmmMean, gspmm, Spmm::kMean)               \
-  X(GspmmMax, gspmm, Spmm::kMax)                 \
-  X(GspmmMin, gspmm, Spmm::kMin)                 \
-  X(GsddmmAdd, gsddmm, Sddmm::kAdd)              \
-  X(GsddmmSub, gsddmm, Sddmm::kSub)              \
-  X(GsddmmMul, gsddmm, Sddmm::kMul)              \
-  X(GsddmmDot, gsddmm, Sddmm::kDot)              \
-  X(GspmmTieGrad, gspmm_grad, Ties::kX)          \
-  X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight) \
-  X(SegmentArgMax, segment_arg, Spmm::kMax)      \
-  X(SegmentArgMin, segment_arg, Spmm::kMin)      \
-  X(SegmentArgValues, arg_values, Spmm::kMax)   \
-  X(SegmentReduceSum, segment_reduce, Spmm::kSum)  \
-  X(SegmentReduceMean, segment_reduce, Spmm::kMean) \
-  X(SegmentReduceMax, segment_reduce, Spmm::kMax)  \
-  X(SegmentReduceMin, segment_reduce, Spmm::kMin)  \
-  X(SegmentReduceProd, segment_reduce, Spmm::kProd) \
-  X(SegmentSoftmax, segment_softmax, Softmax::kForward) \
-  X(SegmentSoftmaxGrad, segment_softmax, Softmax::kGrad)
+// X(entry, kind, tag, op): the fused entries, each with its shape and type inference; `op` is the
+// function its error messages name.
+#define MSS_MESSAGE_ENTRIES(X)                                                \
+  X(GspmmSum, gspmm, Spmm::kSum, "gspmm")                                     \
+  X(GspmmMean, gspmm, Spmm::kMean, "gspmm")                                   \
+  X(GspmmMax, gspmm, Spmm::kMax, "gspmm")                                     \
+  X(GspmmMin, gspmm, Spmm::kMin, "gspmm")                                     \
+  X(GsddmmAdd, gsddmm, Sddmm::kAdd, "gsddmm")                                 \
+  X(GsddmmSub, gsddmm, Sddmm::kSub, "gsddmm")                                 \
+  X(GsddmmMul, gsddmm, Sddmm::kMul, "gsddmm")                                 \
+  X(GsddmmDot, gsddmm, Sddmm::kDot, "gsddmm")                                 \
+  X(GspmmTieGrad, gspmm_grad, Ties::kX, "gspmm")                              \
+  X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight, "gspmm")                   \
+  X(SegmentArgMax, segment_arg, Spmm::kMax, "segment_argmax")                 \
+  X(SegmentArgMin, segment_arg, Spmm::kMin, "segment_argmin")                 \
+  X(SegmentArgValues, arg_values, Spmm::kMax, "segment_arg")                  \
+  X(SegmentReduceSum, segment_reduce, Spmm::kSum, "segment_reduce")           \
+  X(SegmentReduceMean, segment_reduce, Spmm::kMean, "segment_reduce")         \
+  X(SegmentReduceMax, segment_reduce, Spmm::kMax, "segment_reduce")           \
+  X(SegmentReduceMin, segment_reduce, Spmm::kMin, "segment_reduce")           \
+  X(SegmentReduceProd, segment_reduce, Spmm::kProd, "segment_reduce")         \
+  X(SegmentSoftmax, segment_softmax, Softmax::kForward, "segment_softmax")    \
+  X(SegmentSoftmaxGrad, segment_softmax, Softmax::kGrad, "segment_softmax")
 
-#define MSS_MESSAGE_ENTRY(NAME, KIND, TAG)                                                                 \
+#define MSS_MESSAGE_ENTRY(NAME, KIND, TAG, OP)                                                               \
   MSS_EXPORT int NAME(int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes,        \
                       void * /* stream */, void *extra) {                                                   \
     ms_scatter::entry_calls()[ms_scatter::kCalls_##NAME].fetch_add(1, std::memory_order_relaxed);          \
     const ms_scatter::CallerRaises caller_raises(extra == nullptr);                                        \
     try {                                                                                                  \
-      return ms_scatter::message::KIND##_entry<ms_scatter::message::TAG>(#KIND, nparam, params, ndims,    \
+      return ms_scatter::message::KIND##_entry<ms_scatter::message::TAG>(OP, nparam, params, ndims,       \
                                                                          shapes, dtypes);                  \
     } catch (const std::exception &e) {                                                                    \
-      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", #KIND, e.what()); \
+      ms_scatter::set_error(ms_scatter::kBadArguments, "For '%s', the kernel failed: %s.", OP, e.what());  \
       return ms_scatter::kBadArguments;                                                                    \
     }                                                                                                      \
   }                                                                                                        \
@@ -774,7 +787,7 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
     return ms_scatter::message::infer_##KIND(ms_scatter::message::TAG, ndims, shapes);                     \
   }                                                                                                        \
   MSS_EXPORT int NAME##InferType(std::vector<int> types, void * /* AotExtra */) {                          \
-    if (types.empty()) throw std::invalid_argument("For '" #KIND "', no input types.");                    \
+    if (types.empty()) throw std::invalid_argument("For '" OP "', no input types.");                       \
     return ms_scatter::message::type_##KIND(types[0]);                                                     \
   }
 
