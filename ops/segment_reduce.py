@@ -52,10 +52,23 @@ def _check(op, src_shape, ids_shape, num_segments, reduce):
     return infer.segment_rows_shape(op, shape, ids, num_segments)
 
 
+def _check_fill(value, dtype):
+    """An integer dtype's fill_value must be finite and fit the dtype (converting 1000 to int8
+    would give -24 without a word); a fraction is truncated toward zero, as a cast does."""
+    name = infer.dtype_name(dtype)
+    if name.startswith(("int", "uint")):
+        info = np.iinfo(name)
+        if isinstance(value, bool) or not np.isfinite(value) or not info.min <= int(value) <= info.max:
+            raise infer.op_error(ValueError, "segment_reduce", f"'fill_value' must be a number in [{info.min}, "
+                                                               f"{info.max}] for src of dtype {name}, but got "
+                                                               f"{value!r}.")
+
+
 @constexpr
 def _scalar(value, dtype):
     """`value` as a 0-d Tensor of `dtype` (bfloat16: float32): exact in a graph, where a Python
     float would pass through float32."""
+    _check_fill(value, dtype)
     return Tensor(value, mstype.float32 if dtype == mstype.bfloat16 else dtype)
 
 
@@ -139,6 +152,7 @@ def _fill_vector(fill_value, dtype):
     key = (type(fill_value), fill_value, dtype)
     hit = _FILLS.get(key)
     if hit is None:
+        _check_fill(fill_value, dtype)
         name = infer.dtype_name(dtype)
         if len(_FILLS) >= 64:
             _FILLS.clear()

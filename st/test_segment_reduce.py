@@ -206,6 +206,21 @@ def test_segment_softmax_refuses_integers_clearly(dtype):
         ms_scatter.segment_softmax(Tensor(np.ones((3, 2), dtype)), Tensor(np.array([0, 1, 1], np.int32)), N)
 
 
+@pytest.mark.parametrize("fill,dtype", [(1000, "int8"), (-1, "uint8"), (float("nan"), "int32"),
+                                        (float("inf"), "int64"), (2 ** 40, "int32")])
+def test_a_fill_value_the_dtype_cannot_hold_is_an_error(mode, fill, dtype):
+    """1000 into int8 would be -24 with no word (as a cast wraps): refused, naming the range."""
+    with pytest.raises(ValueError, match=f"'fill_value' must be a number in .* for src of dtype {dtype}"):
+        _run(mode, ms_scatter.segment_reduce, np.ones((3, 2), dtype), np.array([0, 1, 1], np.int32), "max",
+             fill_value=fill)
+
+
+def test_a_fractional_fill_is_truncated_for_integers():
+    out = ms_scatter.segment_reduce(Tensor(np.ones((2, 1), np.int32)), Tensor(np.array([0, 0], np.int32)), N,
+                                    fill_value=-2.7)
+    assert out.asnumpy()[1, 0] == -2
+
+
 def test_segment_arg_id_out_of_range_is_an_error_naming_it():
     with pytest.raises(ms_scatter.ScatterIndexError, match=r"For 'segment_argmin', each value of 'segment_ids' must "
                                                            r"be < num_segments \(5\) \(a negative id drops its row\), "
