@@ -298,4 +298,5 @@ _ENTRY_OPERATOR.update({"GspmmTieGrad": "Gspmm", "GspmmTieGradWeight": "Gspmm"})
 _ENTRY_OPERATOR.update({"SegmentArgMax": "SegmentArgmax", "SegmentArgMin": "SegmentArgmin",
                         "SegmentArgValues": "SegmentArg", "SegmentSoftmax": "SegmentSoftmax",
                         "SegmentSoftmaxGrad": "SegmentSoftmax"})
-_ENTRY_OPERATOR.update({f"SegmentReduce{r}": "SegmentReduce" for r in ("Sum", "Mean", "Max", "Min", "Prod")})
+_ENTRY_OPERATOR.update({f"Segment{f}{r}": f"Segment{f}" for f in ("Reduce", "Csr")
+                        for r in ("Sum", "Mean", "Max", "Min", "Prod")})

@@ -117,20 +117,40 @@ def _segments_shape(shapes):
     return shapes[2][:1] + shapes[0][1:]
 
 
-def _reduce_bprop(reduction, mean):
-    """The fused kernel's gradient: the engine's rule of the reduction (ops/segment.py; mean:
+def _reduction_gradient(rule, mean, src, segment_ids, counts, out, dout):
+    """d src of a fused reduction: the engine's rule of the reduction (ops/segment.py; mean:
     the sum's, of dout divided by each segment's count)."""
+    if mean:
+        compute = mstype.float32 if dout.dtype in _HALF else dout.dtype
+        scale = ops.cast(_per_segment(ops.maximum(counts, ops.ones_like(counts)), dout), compute)
+        dout = ops.cast(ops.cast(dout, compute) / scale, dout.dtype)
+    return rule(out, segment_ids, src, out, dout)[2]
+
+
+def _reduce_bprop(reduction, mean):
     rule = _segment_bprop(reduction)
 
     def bprop(src, segment_ids, rows, fill, out, dout):
-        if mean:
-            compute = mstype.float32 if dout.dtype in _HALF else dout.dtype
-            counts = _counts(segment_ids, rows.shape[0])
-            scale = ops.cast(_per_segment(ops.maximum(counts, ops.ones_like(counts)), dout), compute)
-            dout = ops.cast(ops.cast(dout, compute) / scale, dout.dtype)
-        return rule(out, segment_ids, src, out, dout)[2], ops.zeros_like(segment_ids), ops.zeros_like(rows), \
-            ops.zeros_like(fill)
+        counts = _counts(segment_ids, rows.shape[0]) if mean else None
+        return (_reduction_gradient(rule, mean, src, segment_ids, counts, out, dout), ops.zeros_like(segment_ids),
+                ops.zeros_like(rows), ops.zeros_like(fill))
     return bprop
+
+
+def _csr_bprop(reduction, mean):
+    """segment_csr's: the segment ids of the rows from indptr (a search pass), then as above."""
+    rule = _segment_bprop(reduction)
+
+    def bprop(src, indptr, fill, out, dout):
+        ids = ops.searchsorted(indptr[1:], ops.arange(src.shape[0], dtype=indptr.dtype), right=True)
+        counts = ops.cast(indptr[1:] - indptr[:-1], mstype.int32) if mean else None
+        return (_reduction_gradient(rule, mean, src, ids, counts, out, dout), ops.zeros_like(indptr),
+                ops.zeros_like(fill))
+    return bprop
+
+
+def _csr_shape(shapes):
+    return (shapes[1][0] - 1,) + shapes[0][1:]
 
 
 # The fused CPU kernels (kernels/cpu/message.h SegmentReduce<R>): one pass over the rows grouped
@@ -140,6 +160,11 @@ _REDUCE_MEAN = FusedKernel("SegmentReduceMean", _reduce_bprop("Add", True), _seg
 _REDUCE_MAX = FusedKernel("SegmentReduceMax", _reduce_bprop("Max", False), _segments_shape)
 _REDUCE_MIN = FusedKernel("SegmentReduceMin", _reduce_bprop("Min", False), _segments_shape)
 _REDUCE_PROD = FusedKernel("SegmentReduceProd", _reduce_bprop("Mul", False), _segments_shape)
+_CSR_SUM = FusedKernel("SegmentCsrSum", _csr_bprop("Add", False), _csr_shape)
+_CSR_MEAN = FusedKernel("SegmentCsrMean", _csr_bprop("Add", True), _csr_shape)
+_CSR_MAX = FusedKernel("SegmentCsrMax", _csr_bprop("Max", False), _csr_shape)
+_CSR_MIN = FusedKernel("SegmentCsrMin", _csr_bprop("Min", False), _csr_shape)
+_CSR_PROD = FusedKernel("SegmentCsrProd", _csr_bprop("Mul", False), _csr_shape)
 
 
 _FILLS = {}
@@ -363,15 +388,27 @@ def _no_rows_check(segments, rows):
 
 
 def _csr(src, indptr, reduce, fill_value, graph_check):
-    """segment_csr: the segment id of each row (the number of indptr[1:] <= its row number),
-    then segment_reduce. graph_check: in a graph, where a Python check of indptr's values
-    cannot run, a 1-element call of the segment kernel raises (before anything is computed)
-    when indptr is not valid."""
+    """segment_csr: on the CPU one fused kernel that reads indptr (and checks it); elsewhere the
+    segment id of each row (the number of indptr[1:] <= its row number), then segment_reduce.
+    graph_check: there, in a graph, where a Python check of indptr's values cannot run, a
+    1-element call of the segment kernel raises (before anything is computed) when indptr is
+    not valid."""
     shape = _csr_plan(src.shape, indptr.shape, src.dtype, indptr.dtype, reduce)
     segments = shape[0]
     if segments == 0:
         _no_rows_check(segments, src.shape[0])
         return ops.zeros(shape, src.dtype)
+    if fused_path():  # one kernel that reads indptr itself (and checks it: a graph fails on a bad one)
+        fill = _fill_vector(fill_value, src.dtype)
+        if reduce == "sum":
+            return _CSR_SUM(src, indptr, fill)
+        if reduce == "mean":
+            return _CSR_MEAN(src, indptr, fill)
+        if reduce == "max":
+            return _CSR_MAX(src, indptr, fill)
+        if reduce == "min":
+            return _CSR_MIN(src, indptr, fill)
+        return _CSR_PROD(src, indptr, fill)
     rows = src.shape[0]
     ids = ops.searchsorted(indptr[1:], ops.arange(rows, dtype=indptr.dtype), right=True)
     if graph_check:

@@ -723,6 +723,22 @@ class Driver:
             if rc != 0 or not self.same(out, want):
                 self.fail(f"SegmentReduce{reduce} {x.dtype} {ids.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
 
+    def check_segment_csr(self, x, nodes, rng):
+        """SegmentCsr<R> on a random indptr of `nodes` segments against message_oracle's loops."""
+        cuts = np.sort(rng.integers(0, x.shape[0] + 1, nodes - 1))
+        for index_dtype in (np.int32, np.int64):
+            indptr = np.concatenate([[0], cuts, [x.shape[0]]]).astype(index_dtype)
+            ids = np.repeat(np.arange(nodes), np.diff(indptr))
+            fill = np.array([3], x.dtype)
+            for reduce in ("Sum", "Mean", "Max", "Min", "Prod"):
+                out = np.full((nodes,) + x.shape[1:], 7, x.dtype)
+                rc = self.message_call(f"SegmentCsr{reduce}", [x, indptr, fill, out])
+                want = self.message_oracle(f"Gspmm{reduce}", x, np.arange(len(ids)), ids, np.zeros(nodes), None)
+                want[np.diff(indptr) == 0] = fill[0]
+                if rc != 0 or not self.same(out, want):
+                    self.fail(f"SegmentCsr{reduce} {x.dtype} {indptr.dtype} E={len(ids)}: rc {rc} "
+                              f"{self.last_error()[1]!r}")
+
     def check_segment_softmax(self, x, ids, nodes):
         """SegmentSoftmax and SegmentSoftmaxGrad (floats) against float64 loops, within a few
         ulps of the dtype (the kernel's exp is its own polynomial)."""
@@ -795,6 +811,7 @@ class Driver:
                     self.check_segment_softmax(x, segment_ids, nodes)
                     self.check_segment_reduce(x, segment_ids, nodes)
                     self.check_segment_reduce(x[:0], segment_ids[:0], nodes)
+                    self.check_segment_csr(x, nodes, rng)
                     self.check_segment_softmax(x[:0], segment_ids[:0], nodes)
         # errors: an id out of range (nothing written), bad argument counts and dtypes
         x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
@@ -813,6 +830,11 @@ class Driver:
                                                     np.zeros(1, np.float32), out])
         if rc != 2 or (out != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
             self.fail(f"SegmentReduceMax out of range: rc {rc} {self.last_error()[1]!r}")
+        for indptr in ([1, 2, 3], [0, 2, 1, 3], [0, 1, 2], [0, 4, 3]):
+            csr = np.full((len(indptr) - 1, 2), 5, np.float32)
+            rc = self.message_call("SegmentCsrSum", [x, np.array(indptr, np.int64), np.zeros(1, np.float32), csr])
+            if rc == 0 or (csr != 5).any() or "'indptr' must start at 0" not in self.last_error()[1]:
+                self.fail(f"SegmentCsrSum accepted indptr {indptr}: rc {rc} {self.last_error()[1]!r}")
         soft = np.full((3, 2), 5, np.float32)
         rc = self.message_call("SegmentSoftmax", [x, np.array([0, -1, 4], np.int32), np.zeros(4, np.int8), soft])
         if rc != 2 or (soft != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
@@ -851,6 +873,12 @@ class Driver:
                 out = np.zeros((nodes, 5), np.float32)
                 outs.append((self.message_call(f"SegmentReduce{reduce}", [x[src], dst, np.zeros(nodes, np.int8),
                                                                             np.ones(1, np.float32), out]), out))
+            order = np.argsort(dst, kind="stable")
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(dst, minlength=nodes))]).astype(np.int64)
+            for reduce in ("Sum", "Max"):
+                out = np.zeros((nodes, 5), np.float32)
+                outs.append((self.message_call(f"SegmentCsr{reduce}", [x[src][order], indptr, np.ones(1, np.float32),
+                                                                         out]), out))
             softmax = np.zeros((edges, 5), np.float32)
             outs.append((self.message_call("SegmentSoftmax", [x[src], dst, np.zeros(nodes, np.int8), softmax]),
                          softmax))

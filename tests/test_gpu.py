@@ -61,7 +61,8 @@ CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "Gspm
                                       "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight",
                                       "SegmentArgMax", "SegmentArgMin", "SegmentArgValues", "SegmentSoftmax",
                                       "SegmentSoftmaxGrad", "SegmentReduceSum", "SegmentReduceMean",
-                                      "SegmentReduceMax", "SegmentReduceMin", "SegmentReduceProd")
+                                      "SegmentReduceMax", "SegmentReduceMin", "SegmentReduceProd", "SegmentCsrSum",
+                                      "SegmentCsrMean", "SegmentCsrMax", "SegmentCsrMin", "SegmentCsrProd")
             for suffix in ("", "InferShape", "InferType")}
 ENTRIES = check_gpu.all_entries(ms_testing)
 

@@ -38,7 +38,7 @@ GLIBC_WRAPPED = ("pthread_create", "pthread_join", "pthread_detach", "pthread_on
                  "__pthread_key_create", "pthread_key_delete", "pthread_getspecific", "pthread_setspecific",
                  "pthread_mutex_trylock", "__libc_single_threaded", "arc4random")
 # What the library exports (a version script): the aot entries (Scatter*, TensorScatter*, UnsortedSegment*, Gspmm*, Gsddmm*, SegmentArg*,
-# SegmentSoftmax*, SegmentReduce*, with
+# SegmentSoftmax*, SegmentReduce*, SegmentCsr*, with
 # their InferShape / InferType) and ms_scatter_*; libstdc++'s own symbols stay inside.
 VERSION_SCRIPT = os.path.join(HERE, "exports.map")
 

@@ -323,6 +323,40 @@ int segment_reduce(const char *op, void **params, int *ndims, int64_t **shapes, 
   return kOk;
 }
 
+// segment_csr: SegmentCsr<R>(src (E, *F), indptr (K + 1,), fill (1,)) -> out (K, *F): segment k
+// is rows indptr[k]:indptr[k + 1], reduced by gspmm's node loop as segment_reduce's are (no
+// grouping: indptr is the grouping). indptr must start at 0, never decrease and end at E:
+// checked before anything is written.
+template <typename T, Spmm R>
+int segment_csr(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  const int64_t E = shapes[0][0], K = shapes[1][0] - 1;
+  const int64_t F = feature_size(ndims[0], shapes[0]);
+  const bool wide = std::strcmp(dtypes[1], "int64") == 0;
+  if (!wide && std::strcmp(dtypes[1], "int32") != 0) {
+    set_error(kBadArguments, "For '%s', the dtype of 'indptr' must be int32 or int64, but got %s.", op, dtypes[1]);
+    return kBadArguments;
+  }
+  int64_t *indptr = buffer(kIndptr, K + 1);
+  for (int64_t k = 0; k <= K; ++k) {
+    const int64_t v = wide ? static_cast<const int64_t *>(params[1])[k] : static_cast<const int32_t *>(params[1])[k];
+    if ((k == 0 && v != 0) || (k > 0 && v < indptr[k - 1]) || (k == K && v != E) || v > E) {
+      set_error(kBadArguments,
+                "For '%s', 'indptr' must start at 0, never decrease and end at src.shape[0] (%lld), but got %lld at "
+                "position (%lld,).",
+                op, static_cast<long long>(E), static_cast<long long>(v), static_cast<long long>(k));
+      return kBadArguments;
+    }
+    indptr[k] = v;
+  }
+  const T *x = static_cast<const T *>(params[0]);
+  const T *fill = static_cast<const T *>(params[2]);
+  T *out = static_cast<T *>(params[3]);
+  by_node_ranges(E * F, K, indptr, [&](int64_t v0, int64_t v1) {
+    spmm_nodes<T, R>(v0, v1, F, x, nullptr, nullptr, indptr, nullptr, out, fill);
+  });
+  return kOk;
+}
+
 // exp(x) for x <= 0 or NaN (a softmax's shifted logits), written so that g++ vectorizes it:
 // x = n ln2 + r with |r| <= ln2 / 2 (Cody-Waite), e^r by its Taylor polynomial (degree 7 for
 // float, 13 for double: below one ulp), 2^n from the exponent bits; 0 below the normal range.
@@ -686,6 +720,20 @@ int arg_values_entry(const char *op, int nparam, void **params, int *ndims, int6
   });
 }
 
+template <Spmm R>
+int segment_csr_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  int rc = check_args(op, nparam, 3, ndims, shapes, dtypes, {2, 3});
+  if (rc != kOk) return rc;
+  if (ndims[1] != 1 || shapes[1][0] < 1 || ndims[2] != 1 || shapes[2][0] != 1 || ndims[3] != ndims[0] ||
+      shapes[3][0] != shapes[1][0] - 1 || feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0])) {
+    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return segment_csr<decltype(value), R>(op, params, ndims, shapes, dtypes);
+  });
+}
+
 template <Softmax G>
 int segment_softmax_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes,
                           const char **dtypes) {
@@ -767,6 +815,11 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(SegmentReduceMax, segment_reduce, Spmm::kMax, "segment_reduce")           \
   X(SegmentReduceMin, segment_reduce, Spmm::kMin, "segment_reduce")           \
   X(SegmentReduceProd, segment_reduce, Spmm::kProd, "segment_reduce")         \
+  X(SegmentCsrSum, segment_csr, Spmm::kSum, "segment_csr")                   \
+  X(SegmentCsrMean, segment_csr, Spmm::kMean, "segment_csr")                 \
+  X(SegmentCsrMax, segment_csr, Spmm::kMax, "segment_csr")                   \
+  X(SegmentCsrMin, segment_csr, Spmm::kMin, "segment_csr")                   \
+  X(SegmentCsrProd, segment_csr, Spmm::kProd, "segment_csr")                 \
   X(SegmentSoftmax, segment_softmax, Softmax::kForward, "segment_softmax")    \
   X(SegmentSoftmaxGrad, segment_softmax, Softmax::kGrad, "segment_softmax")
 
@@ -825,6 +878,14 @@ inline int type_gsddmm(int first) { return first; }
 inline int type_arg_values(int first) { return first; }
 inline int type_segment_softmax(int first) { return first; }
 inline int type_segment_reduce(int first) { return first; }
+inline int type_segment_csr(int first) { return first; }
+inline std::vector<int64_t> infer_segment_csr(Spmm, int *ndims, int64_t **shapes) {
+  if (ndims[0] < 0) return {-2};
+  std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);
+  if (out.empty()) throw std::invalid_argument("For 'segment_csr', 'src' must have rank >= 1.");
+  out[0] = ndims[1] >= 1 && shapes[1][0] >= 1 ? shapes[1][0] - 1 : -1;
+  return out;
+}
 inline std::vector<int64_t> infer_segment_reduce(Spmm r, int *ndims, int64_t **shapes) {
   return infer_segment_arg(r, ndims, shapes);
 }

@@ -45,7 +45,8 @@ namespace ms_scatter {
   X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
   X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues) \
   X(SegmentSoftmax) X(SegmentSoftmaxGrad) X(SegmentReduceSum) X(SegmentReduceMean) X(SegmentReduceMax) \
-  X(SegmentReduceMin) X(SegmentReduceProd)
+  X(SegmentReduceMin) X(SegmentReduceProd) X(SegmentCsrSum) X(SegmentCsrMean) X(SegmentCsrMax) X(SegmentCsrMin) \
+  X(SegmentCsrProd)
 #define MSS_MESSAGE_IDS(NAME) kCalls_##NAME,
 enum EntryId {
   MS_SCATTER_REDUCTIONS(MSS_IDS) MS_SCATTER_SEGMENT_REDUCTIONS(MSS_SEGMENT_IDS) kCalls_ScatterNd,
