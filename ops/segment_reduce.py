@@ -52,16 +52,15 @@ def _check(op, src_shape, ids_shape, num_segments, reduce):
     return infer.segment_rows_shape(op, shape, ids, num_segments)
 
 
-def _check_fill(value, dtype):
+def _check_fill(value, dtype, op="segment_reduce"):
     """An integer dtype's fill_value must be finite and fit the dtype (converting 1000 to int8
     would give -24 without a word); a fraction is truncated toward zero, as a cast does."""
     name = infer.dtype_name(dtype)
     if name.startswith(("int", "uint")):
         info = np.iinfo(name)
         if isinstance(value, bool) or not np.isfinite(value) or not info.min <= int(value) <= info.max:
-            raise infer.op_error(ValueError, "segment_reduce", f"'fill_value' must be a number in [{info.min}, "
-                                                               f"{info.max}] for src of dtype {name}, but got "
-                                                               f"{value!r}.")
+            raise infer.op_error(ValueError, op, f"'fill_value' must be a number in [{info.min}, {info.max}] for "
+                                                 f"src of dtype {name}, but got {value!r}.")
 
 
 @constexpr
@@ -171,13 +170,13 @@ _FILLS = {}
 
 
 @constexpr
-def _fill_vector(fill_value, dtype):
+def _fill_vector(fill_value, dtype, op):
     """fill_value as a (1,) tensor of `dtype` (as numpy converts it: integers truncated toward
     zero), kept per value and dtype: made without launching an op."""
     key = (type(fill_value), fill_value, dtype)
     hit = _FILLS.get(key)
     if hit is None:
-        _check_fill(fill_value, dtype)
+        _check_fill(fill_value, dtype, op)
         name = infer.dtype_name(dtype)
         if len(_FILLS) >= 64:
             _FILLS.clear()
@@ -187,12 +186,13 @@ def _fill_vector(fill_value, dtype):
 
 
 def _segment_reduce(src, segment_ids, num_segments, reduce, fill_value):
-    """segment_reduce without the Python call's ids check."""
+    """segment_reduce's work in both modes (segment_csr's composite calls it with the ids it
+    made)."""
     n = _num_segments_in_graph("segment_reduce", num_segments)
     _check("segment_reduce", src.shape, segment_ids.shape, n, reduce)
     dtype = src.dtype
     if fused_path():
-        rows, fill = row_count(n), _fill_vector(fill_value, dtype)
+        rows, fill = row_count(n), _fill_vector(fill_value, dtype, "segment_reduce")
         if reduce == "sum":
             return _REDUCE_SUM(src, segment_ids, rows, fill)
         if reduce == "mean":
@@ -306,9 +306,9 @@ class _SegmentFunctionPath:
 
 
 _ARGMAX_PATH = _SegmentFunctionPath("segment_argmax", _arg, "segment_argmax", _MAX,
-                               FusedKernel("SegmentArgMax", _no_gradient, _segments_shape, "int64"))
+                                    FusedKernel("SegmentArgMax", _no_gradient, _segments_shape, "int64"))
 _ARGMIN_PATH = _SegmentFunctionPath("segment_argmin", _arg, "segment_argmin", _MIN,
-                               FusedKernel("SegmentArgMin", _no_gradient, _segments_shape, "int64"))
+                                    FusedKernel("SegmentArgMin", _no_gradient, _segments_shape, "int64"))
 
 
 def segment_argmax(src, segment_ids, num_segments):
@@ -399,7 +399,7 @@ def _csr(src, indptr, reduce, fill_value, graph_check):
         _no_rows_check(segments, src.shape[0])
         return ops.zeros(shape, src.dtype)
     if fused_path():  # one kernel that reads indptr itself (and checks it: a graph fails on a bad one)
-        fill = _fill_vector(fill_value, src.dtype)
+        fill = _fill_vector(fill_value, src.dtype, _CSR)
         if reduce == "sum":
             return _CSR_SUM(src, indptr, fill)
         if reduce == "mean":
@@ -416,7 +416,7 @@ def _csr(src, indptr, reduce, fill_value, graph_check):
                              ops.any(indptr[1:] < indptr[:-1]))
         check = _SUM(ops.ones((1,), mstype.float32), ops.reshape(ops.cast(bad, mstype.int32), (1,)), 1)
         ids = ops.depend(ids, check)
-    return _segment_reduce(src, ids, segments, reduce, fill_value)  # (ids made here: no check of them)
+    return _segment_reduce(src, ids, segments, reduce, fill_value)
 
 
 class _CsrPath:
