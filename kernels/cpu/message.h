@@ -229,8 +229,10 @@ inline bool beats(A value, A best) {
   return !(R == Spmm::kMax ? value <= best : value >= best) && best == best;
 }
 
-template <typename T, Spmm R>
-int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+// I: the winning rows as the loop keeps them, int32 where E allows (the selects then run as
+// wide as the values'), widened when stored.
+template <typename T, Spmm R, typename I>
+int segment_arg_rows(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   using A = typename AccOf<T>::type;
   const int64_t E = shapes[0][0], N = shapes[2][0];
   const int64_t F = feature_size(ndims[0], shapes[0]);
@@ -244,9 +246,9 @@ int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, con
   by_node_ranges(indptr[N] * F, N, indptr, [&](int64_t v0, int64_t v1) {
     const int64_t width = F;  // (a local bound: g++ cannot vectorize a loop over a captured one)
     std::vector<A> best(static_cast<size_t>(F));
-    std::vector<int64_t> won(static_cast<size_t>(F));
+    std::vector<I> won(static_cast<size_t>(F));
     A *bp = best.data();
-    int64_t *wp = won.data();
+    I *wp = won.data();
     const int64_t last = indptr[v1];
     for (int64_t v = v0; v < v1; ++v) {
       int64_t *a = arg + v * F;
@@ -258,23 +260,30 @@ int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, con
       const int64_t first = order ? order[b] : b;
       for (int64_t f = 0; f < width; ++f) {
         bp[f] = to_acc<T>(src[first * F + f]);
-        wp[f] = first;
+        wp[f] = static_cast<I>(first);
       }
       for (int64_t k = b + 1; k < e; ++k) {
         if (order && k + kPrefetchEdges < last) prefetch_row(src + order[k + kPrefetchEdges] * F, F);
         const int64_t row = order ? order[k] : k;
+        const I row_i = static_cast<I>(row);
         const T *x = src + row * F;
         for (int64_t f = 0; f < width; ++f) {  // (selects, not branches: g++ vectorizes them)
           const A value = to_acc<T>(x[f]);
           const bool better = beats<R>(value, bp[f]);
           bp[f] = better ? value : bp[f];
-          wp[f] = better ? row : wp[f];
+          wp[f] = better ? row_i : wp[f];
         }
       }
-      std::copy(wp, wp + F, a);
+      for (int64_t f = 0; f < width; ++f) a[f] = wp[f];
     }
   });
   return kOk;
+}
+
+template <typename T, Spmm R>
+int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  if (shapes[0][0] <= INT32_MAX) return segment_arg_rows<T, R, int32_t>(op, params, ndims, shapes, dtypes);
+  return segment_arg_rows<T, R, int64_t>(op, params, ndims, shapes, dtypes);
 }
 
 template <typename T>
