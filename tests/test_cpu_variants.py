@@ -31,7 +31,7 @@ MANYLINUX_GLIBC = (2, 28)
 MANYLINUX_LIBGCC = (7, 0, 0)  # libgcc_s versions a manylinux_2_28 wheel may need
 SYSTEM_LIBRARIES = {"libc.so.6", "libm.so.6", "libgcc_s.so.1", "libpthread.so.0", "libdl.so.2", "librt.so.1",
                     "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"}
-EXPORTED = re.compile(r"^(Scatter|TensorScatter|UnsortedSegment|Gspmm|Gsddmm|SegmentArg|SegmentSoftmax|SegmentReduce|SegmentCsr|ms_scatter_)\w+$")
+EXPORTED = re.compile(r"^(Scatter|TensorScatter|UnsortedSegment|Gspmm|Gsddmm|SegmentArg|SegmentSoftmax|SegmentReduce|SegmentCsr|ms_scatter_)\w*$")
 
 
 def _env(**extra):
