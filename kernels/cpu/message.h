@@ -645,6 +645,11 @@ inline int check_args(const char *op, int nparam, int inputs, int *ndims, int64_
   return kOk;
 }
 
+inline int inconsistent_shapes(const char *op) {
+  set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
+  return kBadArguments;
+}
+
 template <typename F>
 int by_value_dtype(const char *op, const char *dtype, const F &f) {
 #define MSS_MESSAGE_DTYPE(NAME, TYPE) \
@@ -665,8 +670,7 @@ int gspmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t *
   if (ndims[out] != ndims[0] || shapes[out][0] != shapes[3][0] || shapes[1][0] != shapes[2][0] ||
       feature_size(ndims[0], shapes[0]) != feature_size(ndims[out], shapes[out]) ||
       (weighted && shapes[4][0] != shapes[1][0])) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return spmm<decltype(value), R>(op, params, ndims, shapes, dtypes, weighted);
@@ -692,8 +696,7 @@ int gspmm_grad_entry(const char *op, int nparam, void **params, int *ndims, int6
                                  : ndims[result] == ndims[0] && shapes[result][0] == shapes[0][0] &&
                                        feature_size(ndims[result], shapes[result]) == F);
   if (!ok) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return spmm_ties<decltype(value), G>(op, params, ndims, shapes, dtypes, weighted);
@@ -706,8 +709,7 @@ int segment_arg_entry(const char *op, int nparam, void **params, int *ndims, int
   if (rc != kOk) return rc;
   if (ndims[1] != 1 || shapes[1][0] != shapes[0][0] || ndims[3] != ndims[0] || shapes[3][0] != shapes[2][0] ||
       feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[3], "int64") != 0) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return segment_arg<decltype(value), R>(op, params, ndims, shapes, dtypes);
@@ -721,8 +723,7 @@ int arg_values_entry(const char *op, int nparam, void **params, int *ndims, int6
   if (ndims[2] != ndims[0] || ndims[3] != ndims[0] || shapes[3][0] != shapes[2][0] ||
       feature_size(ndims[2], shapes[2]) != feature_size(ndims[0], shapes[0]) ||
       feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[2], "int64") != 0) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return segment_arg_values<decltype(value)>(op, params, ndims, shapes);
@@ -735,8 +736,7 @@ int segment_csr_entry(const char *op, int nparam, void **params, int *ndims, int
   if (rc != kOk) return rc;
   if (ndims[1] != 1 || shapes[1][0] < 1 || ndims[2] != 1 || shapes[2][0] != 1 || ndims[3] != ndims[0] ||
       shapes[3][0] != shapes[1][0] - 1 || feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0])) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return segment_csr<decltype(value), R>(op, params, ndims, shapes, dtypes);
@@ -755,8 +755,7 @@ int segment_softmax_entry(const char *op, int nparam, void **params, int *ndims,
   bool ok = ndims[ids_at] == 1 && shapes[ids_at][0] == shapes[0][0] && ndims[out] == ndims[0];
   for (int i = 0; ok && i < ndims[0]; ++i) ok = shapes[out][i] == shapes[0][i] && (!kGrad || shapes[1][i] == shapes[0][i]);
   if (!ok || (kGrad && ndims[1] != ndims[0])) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   const char *d = dtypes[0];
   if (std::strcmp(d, "float32") == 0) return segment_softmax<float, kGrad>(op, params, ndims, shapes, dtypes);
@@ -775,8 +774,7 @@ int segment_reduce_entry(const char *op, int nparam, void **params, int *ndims, 
   if (rc != kOk) return rc;
   if (ndims[1] != 1 || shapes[1][0] != shapes[0][0] || ndims[3] != 1 || shapes[3][0] != 1 || ndims[4] != ndims[0] ||
       shapes[4][0] != shapes[2][0] || feature_size(ndims[4], shapes[4]) != feature_size(ndims[0], shapes[0])) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return segment_reduce<decltype(value), R>(op, params, ndims, shapes, dtypes);
@@ -791,8 +789,7 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   const bool ok = shapes[2][0] == shapes[3][0] && F == feature_size(ndims[1], shapes[1]) &&
                   shapes[4][0] == shapes[2][0] && (O == Sddmm::kDot ? ndims[4] == 1 : feature_size(ndims[4], shapes[4]) == F);
   if (!ok) {
-    set_error(kBadArguments, "For '%s', the kernel was given inconsistent shapes.", op);
-    return kBadArguments;
+    return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
     return sddmm<decltype(value), O>(op, params, ndims, shapes, dtypes);
