@@ -295,6 +295,8 @@ _ENTRY_OPERATOR.update({op: op for op in infer.OWN_ENTRY_OPERATORS})
 _ENTRY_OPERATOR.update({f"Gspmm{r}": "Gspmm" for r in ("Sum", "Mean", "Max", "Min")})  # the fused kernels (message.h)
 _ENTRY_OPERATOR.update({f"Gsddmm{o}": "Gsddmm" for o in ("Add", "Sub", "Mul", "Dot")})
 _ENTRY_OPERATOR.update({"GspmmTieGrad": "Gspmm", "GspmmTieGradWeight": "Gspmm"})  # (max/min's gradient)
+_ENTRY_OPERATOR.update({"ScatterTieGradX": "ScatterTieGrad", "ScatterTieGradUpdates": "ScatterTieGrad",
+                        "ScatterGradGather": "ScatterGradGather"})  # (the family's gradients)
 _ENTRY_OPERATOR.update({"SegmentArgMax": "SegmentArgmax", "SegmentArgMin": "SegmentArgmin",
                         "SegmentArgValues": "SegmentArg", "SegmentSoftmax": "SegmentSoftmax",
                         "SegmentSoftmaxGrad": "SegmentSoftmax"})

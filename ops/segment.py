@@ -25,7 +25,7 @@ from mindspore.common import dtype as mstype
 from mindspore.ops import constexpr
 from mindspore.ops.primitive import Primitive
 
-from . import infer
+from . import _grad, infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
 from ._eager import numpy_dtype
@@ -371,7 +371,7 @@ def _scatter_nd_plan(indices_shape, updates_shape, shape, indices_dtype, updates
 
 def _scatter_nd_bprop(zeros, indices, updates, out, dout):  # pylint: disable=unused-argument
     """d updates: the output's gradient at each index (duplicates each get it whole)."""
-    return ops.zeros_like(zeros), ops.zeros_like(indices), ops.gather_nd(dout, indices)
+    return ops.zeros_like(zeros), ops.zeros_like(indices), _grad.gather_nd(dout, indices)
 
 
 class _ScatterNdKernel(ScatterKernel):

@@ -23,7 +23,9 @@ Rows: segment_reduce sum and max on unsorted and sorted ids, segment_csr sum (so
 indptr), segment_argmax against segment_reduce max (the contract's 1.2x), segment_softmax on
 E x 8, gspmm sum (the fused kernel) against MindSpore's Gather + unsorted_segment_sum, JAX's
 BCSR @ x and torch.sparse.mm, and its forward + backward (ms.grad) against MindSpore's Gather +
-TensorScatterAdd (what MindSpore Graph Learning runs).
+TensorScatterAdd (what MindSpore Graph Learning runs); tensor_scatter_max / add forward +
+backward (the gradients of input_x and the messages) against the built-ins and torch's
+scatter_reduce.
 """
 import argparse
 import os
@@ -167,9 +169,46 @@ def _rows(x_np, ids_np, n, peers):
     rows["gspmm max fwd+bwd"] = {"ours-py": lambda: max_grad(h),
                                  "ms-py gather+tsmax": lambda: ms_max_grad(h)}
     xt, it = Tensor(x_np), Tensor(ids_np)
+    _scatter_grad_rows(rows, peers, x_np, ids_np, n, _Cell)
     rows["argmax (vs max)"] = {"ours-py": lambda: ms_scatter.segment_argmax(xt, it, n),
                                "ours-py max": lambda: ms_scatter.segment_reduce(xt, it, n, "max")}
     return rows
+
+
+def _scatter_grad_rows(rows, peers, x_np, ids_np, n, cell_class):
+    """The scatter family's forward + backward on the workload (issue #35: what GraphSAGE's
+    max pooling runs): the d input_x and d updates of sum(tensor_scatter_<r>(x, ids, messages)
+    * w), ours against the built-in (and torch's scatter_reduce), PYNATIVE and GRAPH."""
+    import mindspore as ms  # pylint: disable=import-outside-toplevel
+    import ms_scatter  # pylint: disable=import-outside-toplevel
+    from mindspore import Tensor, ops  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(2)
+    base_np = rng.standard_normal((n, x_np.shape[1])).astype(np.float32)
+    w_np = rng.standard_normal(base_np.shape).astype(np.float32)
+    base, w, xt, idx = Tensor(base_np), Tensor(w_np), Tensor(x_np), Tensor(ids_np.reshape(-1, 1))
+    for reduction, ours, theirs, torch_reduce in (("max", ms_scatter.tensor_scatter_max, ops.tensor_scatter_max, "amax"),
+                                                   ("add", ms_scatter.tensor_scatter_add, ops.tensor_scatter_add, "sum")):
+        def grads_of(fn):
+            def loss(a, b):
+                return (fn(a, idx, b) * w).sum()
+            return ms.grad(loss, grad_position=(0, 1))
+        ours_grad, ms_grad = grads_of(ours), grads_of(theirs)
+        row = {"ours-py": lambda g=ours_grad: g(base, xt)[1],
+               "ours-g": ("graph", cell_class(ours_grad), base, xt),
+               "ms-py": lambda g=ms_grad: g(base, xt)[1],
+               "ms-g": ("graph", cell_class(ms_grad), base, xt)}
+        if "torch" in peers:
+            torch = peers["torch"]
+            rows_t = torch.from_numpy(ids_np.astype(np.int64)).reshape(-1, 1).expand(-1, x_np.shape[1])
+            w_t = torch.from_numpy(w_np)
+
+            def torch_grad(reduce=torch_reduce, rows_t=rows_t, w_t=w_t):
+                a = torch.from_numpy(base_np).requires_grad_()
+                b = torch.from_numpy(x_np).requires_grad_()
+                (a.scatter_reduce(0, rows_t, b, reduce, include_self=True) * w_t).sum().backward()
+                return b.grad
+            row["torch"] = torch_grad
+        rows[f"tensor_scatter_{reduction} fwd+bwd"] = row
 
 
 def _spmm_peers(peers, hv, sv, dv, n):

@@ -211,3 +211,61 @@ def test_integer_gradients_are_zero(op):
     with _mode("PYNATIVE"):
         gx, gu, _ = ms_gradients(op, "function", "PYNATIVE", x, indices, updates, w.astype(np.int32))
     assert not gx.any() and not gu.any()
+
+
+@pytest.mark.parametrize("mode_name", ["PYNATIVE", "GRAPH"])
+@pytest.mark.parametrize("op", MAX_MIN)
+def test_max_min_gradients_run_the_fused_kernels(op, mode_name):
+    """On the CPU Max/Min's rule is the library's fused tie-gradient kernels and its gathers
+    the library's gather (kernels/cpu/message.h): the tie rule exactly, with NaN updates (a
+    NaN result passes no gradient) and slots no update reaches (input_x keeps dout)."""
+    import ms_scatter  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(21)
+    x, indices, updates, w = _tie_case(op, 21)
+    x = np.concatenate([x, rng.integers(0, 3, x.shape).astype(np.float64)])  # rows no vector reaches
+    w = np.concatenate([w, rng.standard_normal(w.shape)])
+    updates.reshape(-1)[3] = np.nan
+    gx, gu = tie_rule(op, x, indices, updates, w)
+    before = ms_scatter.call_counts()
+    with _mode(mode_name):
+        mx, mu, _ = ms_gradients(op, "function", mode_name, x, indices, updates, w)
+    after = ms_scatter.call_counts()
+    assert after.get("ScatterTieGrad", 0) - before.get("ScatterTieGrad", 0) >= 2
+    if not in_place(op):  # (an in-place call's saved slots are MindSpore's GatherNd, before the write)
+        assert after.get("ScatterGradGather", 0) > before.get("ScatterGradGather", 0)
+    np.testing.assert_array_equal(mx, gx)
+    np.testing.assert_array_equal(mu, gu)
+    assert np.isnan(oracle(op, x, indices, updates)).any() and (mu == 0).any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["TensorScatterMax", "ScatterNdMin"])
+def test_fused_tie_gradients_match_the_composite_rule(op, dtype):
+    """The fused kernels give the composite rule's bits (ops/_grad.py _rule: MindSpore ops and
+    our TensorScatter kernels), the count and share rounded to the dtype as it rounds them."""
+    import mindspore.common.dtype as mstype  # pylint: disable=import-outside-toplevel
+    from ms_scatter import _grad  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng(5)
+    x, indices, updates = random_case(rng, op, (6, 4), 40, "float32", "int64", duplicates=True, depth=2)
+    x = rng.integers(0, 3, x.shape).astype(np.float32)
+    updates = rng.integers(0, 3, updates.shape).astype(np.float32)
+    w = rng.standard_normal(x.shape).astype(np.float32) * 100
+    out = oracle(op, x, indices, updates)
+    vectors = _vectors(op, x, indices)
+    flat = updates.reshape((len(vectors),) + x.shape[vectors.shape[1]:])
+    xg = np.stack([x[tuple(v)] for v in vectors])
+    ms_dtype = getattr(mstype, dtype)
+    compute = mstype.float32 if dtype == "bfloat16" else ms_dtype
+    args = [Tensor(a).astype(ms_dtype).astype(compute) for a in (out, w)]
+    idx, xs, upd = Tensor(vectors), Tensor(xg).astype(ms_dtype).astype(compute), \
+        Tensor(flat).astype(ms_dtype).astype(compute)
+    reduction = split_op(op)[1]
+    with _mode("PYNATIVE"):
+        fx = _grad._TIE_GRAD_X(args[0], args[1], idx, xs, upd)
+        fu = _grad._TIE_GRAD_UPDATES(args[0], args[1], idx, xs, upd)
+        cx, cu = _grad._rule(reduction, args[1], idx, upd, xs, args[0])
+    for fused, composite in ((fx, cx), (fu, cu)):
+        a = fused.astype(mstype.float32).asnumpy()
+        b = composite.astype(mstype.float32).asnumpy()
+        np.testing.assert_array_equal(a, b)
+    assert (np.abs(cu.astype(mstype.float32).asnumpy()) > 0).sum() > 10

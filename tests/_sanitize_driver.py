@@ -677,6 +677,63 @@ class Driver:
                 self.fail(f"GspmmTieGradWeight {x.dtype} E={len(src)}: rc {rc} {self.last_error()[1]!r}")
 
     @staticmethod
+    def scatter_tie_oracle(out, dout, idx, xg, upd):
+        """ScatterTieGradX / ScatterTieGradUpdates by loops (ops/_grad.py's Max/Min rule): each
+        element's dout split evenly among input_x (where xg equals the result; always where no
+        vector reached it) and the updates equal to it, the count and share rounded to the dtype."""
+        acc = np.float32 if out.dtype == np.float16 else out.dtype.type
+        depth = idx.shape[1]
+        o = out.reshape(int(np.prod(out.shape[:depth])), -1)
+        g = dout.reshape(o.shape)
+        rows = np.ravel_multi_index(tuple(idx.T), out.shape[:depth]) if len(idx) else np.zeros(0, np.int64)
+        u, xs = upd.reshape(len(idx), o.shape[1]), xg.reshape(len(idx), o.shape[1])
+        with np.errstate(all="ignore"):
+            count = np.zeros(o.shape, np.int64)
+            won = np.ones(o.shape, bool)
+            for k, r in enumerate(rows):
+                count[r] += u[k] == o[r]
+                won[r] = xs[k] == o[r]
+            c = np.maximum(count + won, 1).astype(out.dtype).astype(acc)
+            share = (g.astype(acc) / c).astype(out.dtype).astype(acc)
+            dx = (share * won).astype(out.dtype)
+            du = np.stack([share[r] * (u[k] == o[r]) for k, r in enumerate(rows)]).astype(out.dtype) \
+                if len(rows) else np.zeros(u.shape, out.dtype)
+        return dx.reshape(out.shape), du.reshape(upd.shape)
+
+    def check_scatter_ties(self, dtype, index_dtype, rng):
+        """The family's Max/Min gradient kernels and the gradients' gather against loops, at
+        depths 1 and 2, with ties, NaN and an input_x no vector reaches."""
+        dt = np.dtype(dtype)
+        for shape, depth, n in (((5, 3), 1, 9), ((4, 3, 2), 2, 7), ((3, 2), 1, 0), ((6,), 1, 4)):
+            x = rng.integers(0, 3, shape).astype(dt)
+            idx = np.stack([rng.integers(0, shape[j], n) for j in range(depth)], 1).astype(index_dtype)
+            idx = idx.reshape(n, depth)
+            upd = rng.integers(0, 3, (n,) + shape[depth:]).astype(dt)
+            if n:
+                upd.reshape(-1)[0] = np.nan
+            out = x.copy()
+            for k in range(n):
+                slot = tuple(idx[k])
+                out[slot] = np.where(np.isnan(out[slot]) | (out[slot] >= upd[k]), out[slot], upd[k])
+            xg = np.full(upd.shape, 7, dt)
+            rc = self.message_call("ScatterGradGather", [x, idx, xg])
+            want_xg = np.stack([x[tuple(v)] for v in idx]) if n else xg
+            if rc != 0 or not self.same(xg, want_xg):
+                self.fail(f"ScatterGradGather {dtype} {index_dtype} {shape} depth {depth}: rc {rc} "
+                          f"{self.last_error()[1]!r}")
+            dout = rng.integers(-3, 4, shape).astype(dt)
+            want_dx, want_du = self.scatter_tie_oracle(out, dout, idx, xg, upd)
+            dx, du = np.full(shape, 9, dt), np.full(upd.shape, 9, dt)
+            rc = self.message_call("ScatterTieGradX", [out, dout, idx, xg, upd, dx])
+            if rc != 0 or not self.same(dx, want_dx):
+                self.fail(f"ScatterTieGradX {dtype} {index_dtype} {shape} depth {depth}: rc {rc} "
+                          f"{self.last_error()[1]!r}")
+            rc = self.message_call("ScatterTieGradUpdates", [out, dout, idx, xg, upd, du])
+            if rc != 0 or not self.same(du, want_du):
+                self.fail(f"ScatterTieGradUpdates {dtype} {index_dtype} {shape} depth {depth}: rc {rc} "
+                          f"{self.last_error()[1]!r}")
+
+    @staticmethod
     def arg_oracle(kind, x, ids, nodes):
         """segment_argmax / argmin by loops: per segment and feature the first row holding the
         max (min), the first NaN winning; E for an empty segment; negative ids dropped."""
@@ -813,6 +870,8 @@ class Driver:
                     self.check_segment_reduce(x[:0], segment_ids[:0], nodes)
                     self.check_segment_csr(x, nodes, rng)
                     self.check_segment_softmax(x[:0], segment_ids[:0], nodes)
+                    if dt.kind == "f" and edges == 13:
+                        self.check_scatter_ties(dtype, index_dtype, rng)
         # errors: an id out of range (nothing written), bad argument counts and dtypes
         x, out = np.ones((3, 2), np.float32), np.full((4, 2), 5, np.float32)
         for src, dst, name in (([0, 3], [0, 1], "src"), ([0, 1], [0, -1], "dst"), ([0, 1], [4, 0], "dst")):
@@ -839,6 +898,18 @@ class Driver:
         rc = self.message_call("SegmentSoftmax", [x, np.array([0, -1, 4], np.int32), np.zeros(4, np.int8), soft])
         if rc != 2 or (soft != 5).any() or "must be < num_segments (4)" not in self.last_error()[1]:
             self.fail(f"SegmentSoftmax out of range: rc {rc} {self.last_error()[1]!r}")
+        for entry, idx in (("ScatterGradGather", [[0], [3]]), ("ScatterTieGradX", [[0], [-1]]),
+                           ("ScatterTieGradUpdates", [[3], [0]])):
+            idx = np.array(idx, np.int64)
+            result = np.full((2, 2) if entry != "ScatterTieGradX" else (3, 2), 5, np.float32)
+            arrays = [x, idx, result] if entry == "ScatterGradGather" else [x, x, idx, x[:2], x[:2], result]
+            rc = self.message_call(entry, arrays)
+            if rc != 2 or (result != 5).any() or "must be in [0, 3)" not in self.last_error()[1]:
+                self.fail(f"{entry} out of range: rc {rc} {self.last_error()[1]!r}")
+        if self.message_call("ScatterTieGradX", [x.astype(np.int32), x.astype(np.int32), np.zeros((2, 1), np.int32),
+                                                 np.zeros((2, 2), np.int32), np.zeros((2, 2), np.int32),
+                                                 np.zeros((3, 2), np.int32)]) == 0:
+            self.fail("ScatterTieGradX accepted an integer dtype")
         ids = np.zeros(2, np.int32)
         for entry, arrays in (("GspmmSum", [x, ids, ids, out]), ("GsddmmDot", [x, x, ids, ids]),
                               ("GspmmMax", [x, ids.astype(np.float32), ids, np.zeros(4, np.int8), out]),
@@ -879,6 +950,13 @@ class Driver:
                 out = np.zeros((nodes, 5), np.float32)
                 outs.append((self.message_call(f"SegmentCsr{reduce}", [x[src][order], indptr, np.ones(1, np.float32),
                                                                          out]), out))
+            idx = dst.reshape(-1, 1)
+            gathered = np.zeros((edges, 5), np.float32)
+            outs.append((self.message_call("ScatterGradGather", [x, idx, gathered]), gathered))
+            upd = x[src]
+            for entry, shape in (("ScatterTieGradX", (nodes, 5)), ("ScatterTieGradUpdates", (edges, 5))):
+                out = np.zeros(shape, np.float32)
+                outs.append((self.message_call(entry, [forward, dout, idx, gathered, upd, out]), out))
             softmax = np.zeros((edges, 5), np.float32)
             outs.append((self.message_call("SegmentSoftmax", [x[src], dst, np.zeros(nodes, np.int8), softmax]),
                          softmax))

@@ -58,7 +58,8 @@ CPU_ONLY = {"ms_scatter_num_threads", "ms_scatter_set_num_threads", "ms_scatter_
             "ms_scatter_last_threads", "ms_scatter_probe_rmw"}  # the last two: the benchmark's access probe
 # The fused message-passing and segment-arg kernels (kernels/cpu/message.h) have no CUDA version yet.
 CPU_ONLY |= {f"{e}{suffix}" for e in ("GspmmSum", "GspmmMean", "GspmmMax", "GspmmMin", "GsddmmAdd", "GsddmmSub",
-                                      "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight",
+                                      "GsddmmMul", "GsddmmDot", "GspmmTieGrad", "GspmmTieGradWeight", "ScatterTieGradX",
+                                      "ScatterTieGradUpdates", "ScatterGradGather",
                                       "SegmentArgMax", "SegmentArgMin", "SegmentArgValues", "SegmentSoftmax",
                                       "SegmentSoftmaxGrad", "SegmentReduceSum", "SegmentReduceMean",
                                       "SegmentReduceMax", "SegmentReduceMin", "SegmentReduceProd", "SegmentCsrSum",

@@ -8,6 +8,10 @@
 //       ((E, *F)) or Dot ((E,), summed over the features).
 //   GspmmTieGrad(x, src, dst, out, dout[, edge_weight]) -> dx, GspmmTieGradWeight(..., edge_weight)
 //       -> d edge_weight: the gradient of gspmm max/min (ties split evenly; spmm_ties below).
+//   ScatterTieGradX / ScatterTieGradUpdates(out, dout, indices, xg, updates) -> dx / du: the
+//       gradient of the scatter family's Max and Min (scatter_ties below).
+//   ScatterGradGather(x, indices) -> x's slices at the index vectors (gather_nd), for the
+//       family's gradients.
 // Every id is read and range-checked before anything is written (kIndexOutOfRange). gspmm
 // groups the edges by dst with a stable counting sort (skipped when dst is sorted) and
 // gives each thread whole nodes: each node reduces its edges in edge order, in the
@@ -584,6 +588,119 @@ int spmm_ties(const char *op, void **params, int *ndims, int64_t **shapes, const
   return kOk;
 }
 
+// The gradient of the family's Max and Min (ops/_grad.py's rule, fused): each element of the
+// result splits its gradient evenly among input_x (where its value before the call, xg,
+// equals the result; always where no update reached it) and every update equal to it.
+// params out, dout (input_x's shape), indices (n, d), xg, updates ((n, *S): each index
+// vector's slice), then dx (input_x's shape) for Tied::kX or du (updates' shape) for
+// Tied::kUpdates. The updates are grouped by destination slice (a stable counting sort),
+// threads own whole slices: the count, the share and every write are a slice's own, so the
+// result is the same at any thread count. The count and share are rounded to T as the
+// composite rule's scatter and division round them.
+enum class Tied { kX, kUpdates };
+enum class Gathered { kSlices };
+
+template <typename I>
+int slice_rows(const char *op, const I *idx, int64_t n, int64_t depth, const int64_t *shape, int64_t *rows) {
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t row = 0;
+    for (int64_t j = 0; j < depth; ++j) {
+      const int64_t v = static_cast<int64_t>(idx[k * depth + j]);
+      if (v < 0 || v >= shape[j]) {
+        set_error(kIndexOutOfRange,
+                  "For '%s', each value of 'indices' must be in [0, %lld) (dimension %lld of 'input_x'), but got "
+                  "%lld at position (%lld, %lld) of the index vectors.",
+                  op, static_cast<long long>(shape[j]), static_cast<long long>(j), static_cast<long long>(v),
+                  static_cast<long long>(k), static_cast<long long>(j));
+        return kIndexOutOfRange;
+      }
+      row = row * shape[j] + v;
+    }
+    rows[k] = row;
+  }
+  return kOk;
+}
+
+template <typename T, Tied G>
+int scatter_ties(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  using A = typename AccOf<T>::type;
+  const int64_t n = shapes[2][0], depth = shapes[2][1];
+  int64_t slices = 1;
+  for (int64_t j = 0; j < depth; ++j) slices *= shapes[0][j];
+  const int64_t S = numel(ndims[0], shapes[0]) / std::max<int64_t>(slices, 1);
+  int64_t *rows = buffer(kDst, n);
+  const int rc = std::strcmp(dtypes[2], "int64") == 0
+                     ? slice_rows(op, static_cast<const int64_t *>(params[2]), n, depth, shapes[0], rows)
+                     : slice_rows(op, static_cast<const int32_t *>(params[2]), n, depth, shapes[0], rows);
+  if (rc != kOk) return rc;
+  bool sorted = true;
+  for (int64_t k = 1; k < n && sorted; ++k) sorted = rows[k] >= rows[k - 1];
+  const int64_t *indptr = nullptr, *order = group(rows, n, slices, sorted, kIndptr, kOrder, &indptr);
+  const T *out = static_cast<const T *>(params[0]), *dout = static_cast<const T *>(params[1]);
+  const T *xg = static_cast<const T *>(params[3]), *upd = static_cast<const T *>(params[4]);
+  T *result = static_cast<T *>(params[5]);
+  by_node_ranges(std::max<int64_t>(n, slices) * S, slices, indptr, [&](int64_t v0, int64_t v1) {
+    const int64_t width = S;  // (a local bound: g++ cannot vectorize a loop over a captured one)
+    std::vector<int64_t> count(static_cast<size_t>(S));
+    std::vector<A> share(static_cast<size_t>(S));
+    for (int64_t v = v0; v < v1; ++v) {
+      const T *o = out + v * S, *g = dout + v * S;
+      const int64_t b = indptr[v], e = indptr[v + 1];
+      if (b == e) {  // no update reached it: input_x keeps the whole gradient
+        if (G == Tied::kX) std::copy(g, g + width, result + v * S);
+        continue;
+      }
+      std::fill(count.begin(), count.end(), int64_t(0));
+      for (int64_t k = b; k < e; ++k) {
+        const T *u = upd + (order ? order[k] : k) * S;
+        for (int64_t f = 0; f < width; ++f) count[f] += tie(to_acc<T>(u[f]), o[f]);
+      }
+      const T *x0 = xg + (order ? order[b] : b) * S;
+      for (int64_t f = 0; f < width; ++f) {
+        const bool won = tie(to_acc<T>(x0[f]), o[f]);
+        const A c = to_acc<T>(from_acc<T>(static_cast<A>(std::max<int64_t>(count[f] + won, 1))));
+        share[f] = to_acc<T>(from_acc<T>(static_cast<A>(to_acc<T>(g[f]) / c)));
+        if (G == Tied::kX) result[v * S + f] = from_acc<T>(static_cast<A>(share[f] * static_cast<A>(won)));
+      }
+      if (G == Tied::kUpdates) {
+        for (int64_t k = b; k < e; ++k) {
+          const int64_t edge = order ? order[k] : k;
+          const T *u = upd + edge * S;
+          T *d = result + edge * S;
+          for (int64_t f = 0; f < width; ++f)
+            d[f] = from_acc<T>(static_cast<A>(share[f] * static_cast<A>(tie(to_acc<T>(u[f]), o[f]))));
+        }
+      }
+    }
+  });
+  return kOk;
+}
+
+// x's slices at index vectors (gather_nd): params x, indices (..., d) int32/int64, out
+// (indices.shape[:-1] + x.shape[d:]); every vector range-checked before anything is written.
+// The gradients' gathers (ops/_grad.py), copies of whole slices split over the threads.
+template <typename T>
+int gather_slices(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  const int64_t depth = shapes[1][ndims[1] - 1];
+  const int64_t n = numel(ndims[1] - 1, shapes[1]);
+  int64_t slices = 1;
+  for (int64_t j = 0; j < depth; ++j) slices *= shapes[0][j];
+  const int64_t S = numel(ndims[0], shapes[0]) / std::max<int64_t>(slices, 1);
+  int64_t *rows = buffer(kSrc, n);
+  const int rc = std::strcmp(dtypes[1], "int64") == 0
+                     ? slice_rows(op, static_cast<const int64_t *>(params[1]), n, depth, shapes[0], rows)
+                     : slice_rows(op, static_cast<const int32_t *>(params[1]), n, depth, shapes[0], rows);
+  if (rc != kOk) return rc;
+  const T *x = static_cast<const T *>(params[0]);
+  T *out = static_cast<T *>(params[2]);
+  const int threads = threads_for(n * S, n);
+  run_threads(threads, [&](int t) {
+    for (int64_t k = n * t / threads, k1 = n * (t + 1) / threads; k < k1; ++k)
+      std::memcpy(out + k * S, x + rows[k] * S, static_cast<size_t>(S) * sizeof(T));
+  });
+  return kOk;
+}
+
 template <typename T, Sddmm O>
 int sddmm(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   using A = typename AccOf<T>::type;
@@ -703,6 +820,57 @@ int gspmm_grad_entry(const char *op, int nparam, void **params, int *ndims, int6
   });
 }
 
+template <Gathered>
+int gather_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+  if (nparam != 3) {
+    set_error(kBadArguments, "For '%s', the kernel expects 2 inputs and 1 output, but got %d arguments.", op, nparam);
+    return kBadArguments;
+  }
+  for (int a = 0; a < nparam; ++a) {
+    if (!valid_shape(ndims[a], shapes[a])) {
+      set_error(kBadArguments, "For '%s', argument %d has no valid shape.", op, a);
+      return kBadArguments;
+    }
+  }
+  const int lead = ndims[1] - 1;
+  const int64_t depth = lead >= 0 ? shapes[1][lead] : -1;
+  bool ok = depth >= 1 && depth <= ndims[0] && ndims[2] == lead + ndims[0] - depth &&
+            std::equal(shapes[1], shapes[1] + lead, shapes[2]) &&
+            std::equal(shapes[0] + depth, shapes[0] + ndims[0], shapes[2] + lead) &&
+            std::strcmp(dtypes[0], dtypes[2]) == 0;
+  if (!ok) return inconsistent_shapes(op);
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return gather_slices<decltype(value)>(op, params, ndims, shapes, dtypes);
+  });
+}
+
+template <Tied G>
+int scatter_ties_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes,
+                       const char **dtypes) {
+  int rc = check_args(op, nparam, 5, ndims, shapes, dtypes, {1, 3, 4, 5});
+  if (rc != kOk) return rc;
+  const int d = ndims[0];
+  const int64_t n = shapes[2][0];
+  const int64_t depth = ndims[2] == 2 ? shapes[2][1] : -1;
+  bool ok = depth >= 1 && depth <= d && ndims[1] == d && std::equal(shapes[0], shapes[0] + d, shapes[1]) &&
+            ndims[3] == ndims[4] && std::equal(shapes[3], shapes[3] + ndims[3], shapes[4]) && shapes[3][0] == n &&
+            numel(ndims[3], shapes[3]) == n * numel(d - static_cast<int>(std::max<int64_t>(depth, 0)),
+                                                    shapes[0] + std::max<int64_t>(depth, 0));
+  const int r = 5;
+  ok = ok && (G == Tied::kX ? ndims[r] == d && std::equal(shapes[0], shapes[0] + d, shapes[r])
+                            : ndims[r] == ndims[4] && std::equal(shapes[4], shapes[4] + ndims[4], shapes[r]));
+  if (!ok) return inconsistent_shapes(op);
+  if (std::strcmp(dtypes[0], "float16") != 0 && std::strcmp(dtypes[0], "float32") != 0 &&
+      std::strcmp(dtypes[0], "float64") != 0 && std::strcmp(dtypes[0], "bfloat16") != 0) {
+    set_error(kBadArguments, "For '%s', the tie gradient is defined for floating-point dtypes, but got %s.", op,
+              dtypes[0]);
+    return kBadArguments;
+  }
+  return by_value_dtype(op, dtypes[0], [&](auto value) {
+    return scatter_ties<decltype(value), G>(op, params, ndims, shapes, dtypes);
+  });
+}
+
 template <Spmm R>
 int segment_arg_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
   int rc = check_args(op, nparam, 3, ndims, shapes, dtypes, {});
@@ -813,6 +981,9 @@ int gsddmm_entry(const char *op, int nparam, void **params, int *ndims, int64_t 
   X(GsddmmDot, gsddmm, Sddmm::kDot, "gsddmm")                                 \
   X(GspmmTieGrad, gspmm_grad, Ties::kX, "gspmm")                              \
   X(GspmmTieGradWeight, gspmm_grad, Ties::kWeight, "gspmm")                   \
+  X(ScatterTieGradX, scatter_ties, Tied::kX, "scatter_max/min gradient")      \
+  X(ScatterGradGather, gather, Gathered::kSlices, "scatter gradient")         \
+  X(ScatterTieGradUpdates, scatter_ties, Tied::kUpdates, "scatter_max/min gradient") \
   X(SegmentArgMax, segment_arg, Spmm::kMax, "segment_argmax")                 \
   X(SegmentArgMin, segment_arg, Spmm::kMin, "segment_argmin")                 \
   X(SegmentArgValues, arg_values, Spmm::kMax, "segment_arg")                  \
@@ -866,6 +1037,23 @@ inline std::vector<int64_t> infer_gspmm_grad(Ties g, int *ndims, int64_t **shape
   return std::vector<int64_t>(shapes[0], shapes[0] + ndims[0]);
 }
 // segment_arg*: (E, *F) -> (N, *F), N = rows.shape[0]; SegmentArgValues: arg's shape.
+// ScatterTieGrad*: input_x's shape (out, params[0]) or the updates' (params[4]).
+inline std::vector<int64_t> infer_scatter_ties(Tied g, int *ndims, int64_t **shapes) {
+  const int a = g == Tied::kX ? 0 : 4;
+  if (ndims[a] < 0) return {-2};
+  return std::vector<int64_t>(shapes[a], shapes[a] + ndims[a]);
+}
+inline int type_scatter_ties(int first) { return first; }
+// ScatterGradGather: indices.shape[:-1] + x.shape[d:].
+inline std::vector<int64_t> infer_gather(Gathered, int *ndims, int64_t **shapes) {
+  if (ndims[0] < 0 || ndims[1] < 1 || shapes[1][ndims[1] - 1] < 0) return {-2};
+  const int64_t depth = shapes[1][ndims[1] - 1];
+  if (depth > ndims[0]) throw std::invalid_argument("For 'gather', the index depth exceeds the rank of 'x'.");
+  std::vector<int64_t> out(shapes[1], shapes[1] + ndims[1] - 1);
+  out.insert(out.end(), shapes[0] + depth, shapes[0] + ndims[0]);
+  return out;
+}
+inline int type_gather(int first) { return first; }
 inline std::vector<int64_t> infer_segment_arg(Spmm, int *ndims, int64_t **shapes) {
   if (ndims[0] < 0) return {-2};
   std::vector<int64_t> out(shapes[0], shapes[0] + ndims[0]);

@@ -43,7 +43,7 @@ namespace ms_scatter {
 // The fused message-passing entries (CPU only: kernels/cpu/message.h) are counted here too.
 #define MS_SCATTER_MESSAGE_ENTRY_NAMES(X) \
   X(GspmmSum) X(GspmmMean) X(GspmmMax) X(GspmmMin) X(GsddmmAdd) X(GsddmmSub) X(GsddmmMul) X(GsddmmDot) \
-  X(GspmmTieGrad) X(GspmmTieGradWeight) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues) \
+  X(GspmmTieGrad) X(GspmmTieGradWeight) X(ScatterTieGradX) X(ScatterTieGradUpdates) X(ScatterGradGather) X(SegmentArgMax) X(SegmentArgMin) X(SegmentArgValues) \
   X(SegmentSoftmax) X(SegmentSoftmaxGrad) X(SegmentReduceSum) X(SegmentReduceMean) X(SegmentReduceMax) \
   X(SegmentReduceMin) X(SegmentReduceProd) X(SegmentCsrSum) X(SegmentCsrMean) X(SegmentCsrMax) X(SegmentCsrMin) \
   X(SegmentCsrProd)
