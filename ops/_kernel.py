@@ -566,11 +566,14 @@ class FusedKernel(ops.Custom):
     out-of-place calls do (MindSpore's launch of an aot Custom costs ~1.5 ms a call), writing
     a numpy-backed output of ``output(shapes)`` (its dtype the first input's, or `dtype`);
     while a gradient is recorded, under a jit trace or off the CPU it launches the Custom. A
-    kernel's error is raised as our own error type with its message either way."""
+    kernel's error is raised as our own error type with its message either way. `also`: a
+    second output the entry writes when given one (its shape function; the first input's
+    dtype), which the direct call then returns after the first, as a tuple (a launched aot
+    Custom has one output)."""
 
     _MEMO_SIZE = 64
 
-    def __init__(self, entry, bprop, output=None, dtype=None):
+    def __init__(self, entry, bprop, output=None, dtype=None, also=None):
         path, func = kernel_func(entry, "CPU")
         super().__init__(func, out_shape=lambda *shapes: None, out_dtype=lambda *dtypes: None, func_type="aot",
                          bprop=bprop)
@@ -578,6 +581,7 @@ class FusedKernel(ops.Custom):
         self.add_prim_attr("cpp_infer_type", True)
         self.add_prim_attr("reg_op_name", entry)
         self._library, self._entry, self._output, self._dtype = path, entry, output, dtype
+        self._also = also
         self._fn, self._memo = None, {}
 
     def _signature(self, args):
@@ -590,14 +594,18 @@ class FusedKernel(ops.Custom):
             names = [infer.dtype_name(a.dtype) for a in args]
             out_shape = tuple(self._output(shapes))
             out_name = self._dtype or names[0]
+            also_shape = None if self._also is None else tuple(self._also(shapes))
             shapes.append(out_shape)
             names.append(out_name)
+            if also_shape is not None:
+                shapes.append(also_shape)
+                names.append(names[0])
             k = len(shapes)
             bufs = [(ctypes.c_int64 * max(len(d), 1))(*d) for d in shapes]
             hit = ((ctypes.c_void_p * k)(), (ctypes.c_int * k)(*[len(d) for d in shapes]),
                    (_INT64_P * k)(*[ctypes.cast(b, _INT64_P) for b in bufs]),
                    (ctypes.c_char_p * k)(*[n.encode() for n in names]), bufs, out_shape,
-                   _eager.numpy_dtype(out_name))
+                   _eager.numpy_dtype(out_name), also_shape, _eager.numpy_dtype(names[0]))
             if len(self._memo) >= self._MEMO_SIZE:
                 self._memo.clear()
             self._memo[key] = hit
@@ -611,18 +619,18 @@ class FusedKernel(ops.Custom):
             fn = ctypes.CDLL(self._library)[self._entry]
             fn.restype = ctypes.c_int
             self._fn = fn
-        params, ndims, shapes, names, _, out_shape, out_dtype = self._signature(args)
+        params, ndims, shapes, names, _, out_shape, out_dtype, also_shape, also_dtype = self._signature(args)
         out = _empty(out_shape, out_dtype)
+        outs = (out,) if also_shape is None else (out, _empty(also_shape, also_dtype))
         k = len(args)
         with _PYNATIVE_LOCK:
             _sync()
-            for i, a in enumerate(args):
+            for i, a in enumerate(args + outs):
                 params[i] = _data_ptr(a) if a.size else 0
-            params[k] = _data_ptr(out) if out.size else 0
-            rc = self._fn(k + 1, params, ndims, shapes, names, None, None)
+            rc = self._fn(k + len(outs), params, ndims, shapes, names, None, None)
             if rc:
                 raise_code(self._library, rc)
-        return out
+        return out if also_shape is None else outs
 
     def __call__(self, *args):
         # reached in PYNATIVE only (a graph never calls a primitive's __call__)

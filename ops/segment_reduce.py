@@ -264,6 +264,8 @@ def _arg(src, segment_ids, num_segments, reduce, fill_value, op, best, fused):  
     _check(op, src.shape, segment_ids.shape, n, None)
     if fused_path():
         arg = fused(src, segment_ids, row_count(n))
+        if isinstance(arg, tuple):  # a direct call: the kernel wrote the values in the same pass
+            return arg[1], arg[0]
         return _ARG_VALUES(src, segment_ids, arg), arg
     # elsewhere: the segment max (min), then the first row holding it (a min pass of row numbers)
     rows, kept = _kept_rows(segment_ids)
@@ -306,9 +308,11 @@ class _SegmentFunctionPath:
 
 
 _ARGMAX_PATH = _SegmentFunctionPath("segment_argmax", _arg, "segment_argmax", _MAX,
-                                    FusedKernel("SegmentArgMax", _no_gradient, _segments_shape, "int64"))
+                                    FusedKernel("SegmentArgMax", _no_gradient, _segments_shape, "int64",
+                                                also=_segments_shape))
 _ARGMIN_PATH = _SegmentFunctionPath("segment_argmin", _arg, "segment_argmin", _MIN,
-                                    FusedKernel("SegmentArgMin", _no_gradient, _segments_shape, "int64"))
+                                    FusedKernel("SegmentArgMin", _no_gradient, _segments_shape, "int64",
+                                                also=_segments_shape))
 
 
 def segment_argmax(src, segment_ids, num_segments):

@@ -766,6 +766,10 @@ class Driver:
             want = np.take_along_axis(padded.reshape(len(padded), width), arg.reshape(nodes, width), 0).reshape(arg.shape)
             if rc != 0 or not self.same(values, want):
                 self.fail(f"SegmentArgValues {x.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
+            both, both_values = np.full(arg.shape, -7, np.int64), np.full(arg.shape, 7, x.dtype)
+            rc = self.message_call(entry, [x, ids, np.zeros(nodes, np.int8), both, both_values])
+            if rc != 0 or not np.array_equal(both, arg) or not self.same(both_values, want):
+                self.fail(f"{entry} with its values {x.dtype} E={len(ids)}: rc {rc} {self.last_error()[1]!r}")
 
     def check_segment_reduce(self, x, ids, nodes):
         """SegmentReduce<R> against message_oracle's loops (each row its own message), an empty

@@ -226,6 +226,8 @@ int spmm(const char *op, void **params, int *ndims, int64_t **shapes, const char
 // (min), a NaN winning; E for an empty segment. Negative ids drop their rows. One pass over the
 // rows grouped by id (gspmm's grouping and thread split), each segment's rows in index order.
 // SegmentArgValues(src, segment_ids, arg) -> values (N, *F): src[arg] (0 where arg is E).
+// SegmentArgMax/Min with a 5th argument (values, (N, *F)) write those values in the same pass
+// (a direct call's; an aot Custom node has one output).
 // (Written so: a NaN value passes the negated compare; `best == best` is false once a NaN
 // leads. Not is_nan(value): for float16 g++ would fold it into a libgcc _Float16 compare.)
 template <Spmm R, typename A>
@@ -236,7 +238,7 @@ inline bool beats(A value, A best) {
 // I: the winning rows as the loop keeps them, int32 where E allows (the selects then run as
 // wide as the values'), widened when stored.
 template <typename T, Spmm R, typename I>
-int segment_arg_rows(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
+int segment_arg_rows(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes, T *values) {
   using A = typename AccOf<T>::type;
   const int64_t E = shapes[0][0], N = shapes[2][0];
   const int64_t F = feature_size(ndims[0], shapes[0]);
@@ -259,6 +261,7 @@ int segment_arg_rows(const char *op, void **params, int *ndims, int64_t **shapes
       const int64_t b = indptr[v], e = indptr[v + 1];
       if (b == e) {
         std::fill(a, a + F, E);
+        if (values) std::fill(values + v * F, values + (v + 1) * F, from_acc<T>(A(0)));
         continue;
       }
       const int64_t first = order ? order[b] : b;
@@ -279,15 +282,20 @@ int segment_arg_rows(const char *op, void **params, int *ndims, int64_t **shapes
         }
       }
       for (int64_t f = 0; f < width; ++f) a[f] = wp[f];
+      if (values) {  // the winners' own bits (rows this segment just read)
+        T *o = values + v * F;
+        for (int64_t f = 0; f < width; ++f) o[f] = src[static_cast<int64_t>(wp[f]) * F + f];
+      }
     }
   });
   return kOk;
 }
 
 template <typename T, Spmm R>
-int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
-  if (shapes[0][0] <= INT32_MAX) return segment_arg_rows<T, R, int32_t>(op, params, ndims, shapes, dtypes);
-  return segment_arg_rows<T, R, int64_t>(op, params, ndims, shapes, dtypes);
+int segment_arg(const char *op, void **params, int *ndims, int64_t **shapes, const char **dtypes, bool values) {
+  T *out = values ? static_cast<T *>(params[4]) : nullptr;
+  if (shapes[0][0] <= INT32_MAX) return segment_arg_rows<T, R, int32_t>(op, params, ndims, shapes, dtypes, out);
+  return segment_arg_rows<T, R, int64_t>(op, params, ndims, shapes, dtypes, out);
 }
 
 template <typename T>
@@ -873,14 +881,18 @@ int scatter_ties_entry(const char *op, int nparam, void **params, int *ndims, in
 
 template <Spmm R>
 int segment_arg_entry(const char *op, int nparam, void **params, int *ndims, int64_t **shapes, const char **dtypes) {
-  int rc = check_args(op, nparam, 3, ndims, shapes, dtypes, {});
+  // a 5th argument (ms_scatter's direct call): the values too, in one pass
+  const bool values = nparam == 5;
+  int rc = check_args(op, nparam - values, 3, ndims, shapes, dtypes, {});
   if (rc != kOk) return rc;
   if (ndims[1] != 1 || shapes[1][0] != shapes[0][0] || ndims[3] != ndims[0] || shapes[3][0] != shapes[2][0] ||
-      feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[3], "int64") != 0) {
+      feature_size(ndims[3], shapes[3]) != feature_size(ndims[0], shapes[0]) || std::strcmp(dtypes[3], "int64") != 0 ||
+      (values && (!valid_shape(ndims[4], shapes[4]) || ndims[4] != ndims[3] ||
+                  !std::equal(shapes[3], shapes[3] + ndims[3], shapes[4]) || std::strcmp(dtypes[4], dtypes[0]) != 0))) {
     return inconsistent_shapes(op);
   }
   return by_value_dtype(op, dtypes[0], [&](auto value) {
-    return segment_arg<decltype(value), R>(op, params, ndims, shapes, dtypes);
+    return segment_arg<decltype(value), R>(op, params, ndims, shapes, dtypes, values);
   });
 }
 
