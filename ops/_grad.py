@@ -337,6 +337,15 @@ class ExpandDims(_WhileRecording, _MsExpandDims):  # keeps the primitive name "E
 
 _PLACEHOLDER = Tensor([0], mstype.int32)
 _save_slots = GatherNd()
+
+
+class _GatherWhileRecording(_WhileRecording, _kernel.FusedKernel):
+    """The saved slots on the CPU: the library's gather, run only while a gradient is
+    recorded (PYNATIVE) or used (graphs)."""
+
+
+_save_slots_fused = _GatherWhileRecording("ScatterGradGather", _gather_bprop,
+                                          lambda s: tuple(s[1][:-1]) + tuple(s[0][s[1][-1]:]))
 _as_vectors = ExpandDims()
 _at_most = Minimum()
 _at_least = Maximum()
@@ -522,7 +531,10 @@ def _saved_slots(x, vectors, updates, shard=None):
     if not bounds:  # dynamic shapes (graphs only): x.shape[:depth] - 1 computed in the graph
         upper = ops.cast(ops.TensorShape()(x), vectors.dtype)[:ops.TensorShape()(vectors)[-1]] - 1
         return _save_slots(x, _at_least(_at_most(vectors, upper), ops.zeros_like(upper)))
-    return _save_slots(x, _at_least(_at_most(vectors, bounds[1]), bounds[0]))
+    vectors = _at_least(_at_most(vectors, bounds[1]), bounds[0])
+    if _fused_gather(x.dtype, x.shape, vectors.shape):
+        return _save_slots_fused(x, vectors)
+    return _save_slots(x, vectors)
 
 
 _local_vectors = _LocalVectors()
