@@ -201,7 +201,7 @@ setup(
     # the releases tested (README, Quick start); MindSpore before 2.11 needs NumPy 1.x
     install_requires=["mindspore>=2.7.1,<2.11", "numpy<2"],
     extras_require={
-        "test": ["pytest", "hypothesis", "mypy"] + DOCS_REQUIRES,
+        "test": ["pytest", "pytest-xdist", "hypothesis", "mypy"] + DOCS_REQUIRES,
         "docs": DOCS_REQUIRES,
         "bench": ["matplotlib", "torch==2.13.0", "jax[cpu]==0.7.1"],  # torch 2.13 CPU wheel; jax 0.7 works with numpy<2
     },

@@ -16,6 +16,19 @@ import ms_scatter
 from ms_scatter.testing import call_kernel, entry_name, kernel_library, split_op
 
 
+# The test files that compile for minutes or start processes, run first: under pytest-xdist
+# (the README's test command, `-n 2 --dist loadfile`) each worker starts on one of them, so
+# that none is left running alone at the end. (The hook sees every collected item, st/'s too.)
+SLOW_FIRST = ("tests/test_sanitizers.py", "tests/test_aarch64.py", "tests/test_gpu.py", "st/test_distributed.py",
+              "tests/test_cpu_variants.py", "st/test_patch.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {path: n for n, path in enumerate(SLOW_FIRST)}
+    root = str(config.rootpath)
+    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), root).replace(os.sep, "/"), len(rank)))
+
+
 def pytest_report_header(config):
     """Which build of the CPU library these tests run (tests/test_cpu_variants.py reads it)."""
     return f"ms_scatter CPU variant: {ms_scatter.cpu_variant()} ({os.path.basename(ms_scatter._lib.CPU_LIBRARY)})"

@@ -191,3 +191,12 @@ def test_aarch64_library_uses_hardware_float16_conversions(aarch64):
     text = subprocess.run([objdump, "-d", aarch64[1]], check=True, capture_output=True, text=True).stdout
     assert "fcvtl\tv" in text and "fcvtn\tv" in text, "no NEON float16 conversion"
     assert "fcvt\th" in text and "fcvt\ts" in text and ", h" in text  # scalar single <-> half
+
+
+def test_aarch64_library_follows_the_scalar_rules_under_qemu(aarch64, tmp_path):
+    """tests/cross_check_driver.cc (every engine path of the 16-bit floats and float32 against
+    reducer.h's scalar rules, bit for bit) on the same armv8-a build."""
+    qemu, library, _driver = aarch64
+    cross_arch = _load("ms_scatter_test_cross_arch", os.path.join(HERE, "test_cross_arch.py"))
+    driver = cross_arch.build_driver(shutil.which(CXX), tmp_path / "cross_check_driver")
+    cross_arch.run_driver(driver, library, runner=(qemu, "-L", SYSROOT))
