@@ -24,6 +24,7 @@ import numpy as np
 from ._compat import _pynative_executor
 
 from ._lib import BAD_ARGUMENTS, raise_code
+from ._memo import Memo
 
 _INT_P = ctypes.POINTER(ctypes.c_int64)
 
@@ -72,15 +73,13 @@ class DirectCall:
                             ctypes.POINTER(_INT_P), ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p,
                             ctypes.c_void_p]
         self.token = np.zeros(1, np.int32)
-        self._memo = {}
+        self._memo = Memo(self._MEMO_SIZE)
 
     def signature(self, shapes, dtypes):
         """(params, ndims, shapes, dtypes) ctypes arrays for these shapes and dtypes, kept."""
         key = (shapes, dtypes)
         hit = self._memo.get(key)
         if hit is None:
-            if len(self._memo) >= self._MEMO_SIZE:
-                self._memo.clear()
             dims = shapes + (((1,),) if self.token_entry else (shapes[0],))
             shape_bufs = [(ctypes.c_int64 * max(len(s), 1))(*s) for s in dims]
             shape_ptrs = (_INT_P * 4)(*[ctypes.cast(b, _INT_P) for b in shape_bufs])
@@ -88,8 +87,7 @@ class DirectCall:
             names = (ctypes.c_char_p * 4)(*[d.encode() for d in dtypes + (("int32",) if self.token_entry
                                                                            else dtypes[:1])])
             params = (ctypes.c_void_p * 4)(0, 0, 0, self.token.ctypes.data)
-            hit = (params, ndims, shape_ptrs, names, shape_bufs)
-            self._memo[key] = hit
+            hit = self._memo.put(key, (params, ndims, shape_ptrs, names, shape_bufs))
         return hit
 
     def __call__(self, x, indices, updates, dtype_names, out=None):

@@ -46,6 +46,7 @@ from mindspore.ops import constexpr
 from . import _kernel, infer
 from ._compat import _pynative_executor
 from ._graph import shape_unknown
+from ._memo import Memo
 from mindspore.ops.operations import Cast as _MsCast
 from mindspore.ops.operations import ExpandDims as _MsExpandDims
 from mindspore.ops.operations import GatherNd as _MsGatherNd
@@ -498,7 +499,7 @@ def _slot_bounds(x_shape, vectors_shape, index_dtype):
     return _bounds_tensors(dims, index_dtype == mstype.int64)
 
 
-_BOUNDS = {}
+_BOUNDS = Memo(256)
 
 
 def _bounds_tensors(dims, wide):
@@ -507,10 +508,8 @@ def _bounds_tensors(dims, wide):
     key = (dims, wide)
     hit = _BOUNDS.get(key)
     if hit is None:
-        if len(_BOUNDS) >= 256:
-            _BOUNDS.clear()
         nptype = np.int64 if wide else np.int32
-        hit = _BOUNDS[key] = (Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype)))
+        hit = _BOUNDS.put(key, (Tensor(np.zeros(len(dims), nptype)), Tensor(np.array([d - 1 for d in dims], nptype))))
     return hit
 
 

@@ -29,6 +29,7 @@ from mindspore.ops import signature as sig
 from mindspore.ops.operations import Depend as _MsDepend
 
 from . import _ascend, _eager, infer
+from ._memo import Memo
 from ._memory import OutputPool
 from ._graph import GraphMethod, run_in_graphs_as, shape_unknown, trace_context
 from ._lib import (CPU_LIBRARY, PYNATIVE_LOCK as _PYNATIVE_LOCK, caller_waits_setter, env_count, error_count,
@@ -167,7 +168,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
         self.family = family
         self._token = token
         self._sharded = sharded
-        self._infer_memo = {}
+        self._infer_memo = Memo(self._INFER_MEMO_SIZE)
         # the aot library of the device target, or on Ascend a placeholder: calls then go
         # through ops/_ascend.py's AscendOp; the row-shard entries (a 4th input,
         # ops/distributed.py) exist in the aot libraries only
@@ -201,8 +202,8 @@ class ScatterKernel(GraphMethod, ops.Custom):
         self._direct = _eager.DirectCall(self._library, op_name, entry, token) if (
             self._library == CPU_LIBRARY and not sharded and (token or not infer.FAMILY[family].in_place)
             and graph not in ("static", "dynamic")) else None
-        self._check_memo = {}
-        self._fast = {}  # eager_call's plans, by types, shapes and dtypes
+        self._check_memo = Memo(self._INFER_MEMO_SIZE)
+        self._fast = Memo(self._FAST_MEMO_SIZE)  # eager_call's plans, by types, shapes and dtypes
         self._graph = graph
         self._setup_args = (op_name, family, entry, token, side_effect, bprop, sharded)
         self._no_ascend = no_ascend
@@ -248,9 +249,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
             return {"shape": hit[0], "dtype": hit[1], "value": None}
         result = self._infer_uncached(input_x, indices, updates)
         if key is not None:
-            if len(self._infer_memo) >= self._INFER_MEMO_SIZE:
-                self._infer_memo.clear()
-            self._infer_memo[key] = (tuple(result["shape"]), result["dtype"])
+            self._infer_memo.put(key, (tuple(result["shape"]), result["dtype"]))
         return result
 
     def _infer_uncached(self, input_x, indices, updates):
@@ -288,9 +287,7 @@ class ScatterKernel(GraphMethod, ops.Custom):
                         input_x.dtype, indices.dtype, updates.dtype)
             names = (infer.dtype_name(input_x.dtype), infer.dtype_name(indices.dtype),
                      infer.dtype_name(updates.dtype))
-            if len(self._check_memo) >= self._INFER_MEMO_SIZE:
-                self._check_memo.clear()
-            self._check_memo[key] = names
+            self._check_memo.put(key, names)
         return names
 
     _FAST_MEMO_SIZE = 64
@@ -340,13 +337,11 @@ class ScatterKernel(GraphMethod, ops.Custom):
             out_dtype = names[0]
         else:
             return
-        if len(self._fast) >= self._FAST_MEMO_SIZE:
-            self._fast.clear()
         key = (type(input_x), type(indices), type(updates), input_x.shape, indices.shape, updates.shape)
         sig = self._direct.signature((tuple(input_x.shape), tuple(indices.shape), tuple(updates.shape)), names)
         sizes = tuple(math.prod(t.shape) > 0 for t in (input_x, indices, updates))
-        self._fast[key] = (input_x.dtype, indices.dtype, updates.dtype, sig, sizes, isinstance(input_x, Parameter),
-                           out_dtype)
+        self._fast.put(key, (input_x.dtype, indices.dtype, updates.dtype, sig, sizes, isinstance(input_x, Parameter),
+                             out_dtype))
 
     def __call__(self, *args, **kwargs):
         if not self._token and not kwargs and len(args) == 3 and self._direct is not None and self._hybrid is None:
@@ -461,8 +456,7 @@ class Depend(_MsDepend):  # keeps the primitive name "Depend", which graph mode 
         return value.view(value.shape) if self._view else _shared_result(value)
 
 
-_SHARED_RESULTS = {}  # id(Parameter) -> (weak reference to it, the Tensor sharing its memory)
-_SHARED_RESULTS_SIZE = 1024
+_SHARED_RESULTS = Memo(1024)  # id(Parameter) -> (weak reference to it, the Tensor sharing its memory)
 
 
 def _shared_result(param, ptr=None):
@@ -481,10 +475,8 @@ def _shared_result(param, ptr=None):
         if ref() is param and _data_ptr(out) == ptr and out.shape == param.shape and out.dtype is param.dtype:
             return out
     out = Tensor(param)
-    if len(_SHARED_RESULTS) >= _SHARED_RESULTS_SIZE:
-        _SHARED_RESULTS.clear()
     key = id(param)
-    _SHARED_RESULTS[key] = (weakref.ref(param, lambda ref: _forget_result(key, ref)), out)
+    _SHARED_RESULTS.put(key, (weakref.ref(param, lambda ref: _forget_result(key, ref)), out))
     return out
 
 
@@ -582,7 +574,7 @@ class FusedKernel(ops.Custom):
         self.add_prim_attr("reg_op_name", entry)
         self._library, self._entry, self._output, self._dtype = path, entry, output, dtype
         self._also = also
-        self._fn, self._memo = None, {}
+        self._fn, self._memo = None, Memo(self._MEMO_SIZE)
 
     def _signature(self, args):
         """(params, ndims, shapes, dtypes, keep-alive, output shape, output numpy dtype) for
@@ -606,9 +598,7 @@ class FusedKernel(ops.Custom):
                    (_INT64_P * k)(*[ctypes.cast(b, _INT64_P) for b in bufs]),
                    (ctypes.c_char_p * k)(*[n.encode() for n in names]), bufs, out_shape,
                    _eager.numpy_dtype(out_name), also_shape, _eager.numpy_dtype(names[0]))
-            if len(self._memo) >= self._MEMO_SIZE:
-                self._memo.clear()
-            self._memo[key] = hit
+            self._memo.put(key, hit)
         return hit
 
     def _direct(self, args):
@@ -649,7 +639,7 @@ class FusedKernel(ops.Custom):
         return out
 
 
-_ROW_COUNTS = {}
+_ROW_COUNTS = Memo(64)
 
 
 @constexpr
@@ -659,9 +649,7 @@ def row_count(n):
     one would wait for it before the kernel runs)."""
     hit = _ROW_COUNTS.get(n)
     if hit is None:
-        if len(_ROW_COUNTS) >= 64:
-            _ROW_COUNTS.clear()
-        hit = _ROW_COUNTS[n] = Tensor(np.zeros(n, np.int8))
+        hit = _ROW_COUNTS.put(n, Tensor(np.zeros(n, np.int8)))
     return hit
 
 

@@ -28,6 +28,7 @@ from mindspore.ops.primitive import Primitive
 from . import _grad, infer
 from ._docs import PLATFORMS
 from ._graph import GRAPH_METHOD
+from ._memo import Memo
 from ._eager import numpy_dtype
 from ._kernel import ScatterKernel, _known_or_unknown
 
@@ -198,7 +199,7 @@ def _rows(num_segments):
     return ops.reshape(ops.scalar_to_tensor(num_segments, mstype.int64), (1,))
 
 
-_PLANS = {}
+_PLANS = Memo(256)
 
 
 def _python_plan(*key):
@@ -208,9 +209,7 @@ def _python_plan(*key):
     be taken for it (the function returned (3, 2) instead of its tensors)."""
     plan = _PLANS.get(key)
     if plan is None:
-        if len(_PLANS) >= 256:
-            _PLANS.clear()
-        plan = _PLANS[key] = _plan_now(*key)
+        plan = _PLANS.put(key, _plan_now(*key))
     return plan
 
 

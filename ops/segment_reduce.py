@@ -24,6 +24,7 @@ from . import infer
 from ._docs import PLATFORMS
 from ._eager import numpy_dtype
 from ._graph import GRAPH_METHOD
+from ._memo import Memo
 from ._kernel import FusedKernel, _known_or_unknown, fused_path, row_count
 from .primitives import FUNCTIONS
 from .segment import (SEGMENT_FUNCTIONS, FunctionPrimitive, _num_segments_in_graph, _segment_bprop, gather_rows,
@@ -166,7 +167,7 @@ _CSR_MIN = FusedKernel("SegmentCsrMin", _csr_bprop("Min", False), _csr_shape)
 _CSR_PROD = FusedKernel("SegmentCsrProd", _csr_bprop("Mul", False), _csr_shape)
 
 
-_FILLS = {}
+_FILLS = Memo(64)
 
 
 @constexpr
@@ -178,10 +179,8 @@ def _fill_vector(fill_value, dtype, op):
     if hit is None:
         _check_fill(fill_value, dtype, op)
         name = infer.dtype_name(dtype)
-        if len(_FILLS) >= 64:
-            _FILLS.clear()
-        hit = _FILLS[key] = Tensor(np.array([fill_value], np.float32 if name == "bfloat16" else None)
-                                   .astype(numpy_dtype(name)))
+        hit = _FILLS.put(key, Tensor(np.array([fill_value], np.float32 if name == "bfloat16" else None)
+                                     .astype(numpy_dtype(name))))
     return hit
 
 
