@@ -147,36 +147,47 @@ def _vector_numbers(idx, upd):
     return ops.reshape(position // slice_size, ops.shape(upd))
 
 
-def _rule(reduction, dout, idx, upd, xg, out, shard=None, dynamic=False):
-    """(d input_x, d updates in the flat (N,) + slice shape; with dynamic, idx and upd in
-    their own shapes); shard: see the module docstring."""
-    if reduction == "Add":
-        return dout, _gather(dout, idx, shard)
-    if reduction == "Sub":
-        return dout, -_gather(dout, idx, shard)
-    if reduction == "Div":
-        dx = dout * _scatter(_TS_DIV, _TS_DIV_S, ops.ones_like(dout), idx, upd, shard)
-        return dx, -_gather(dout, idx, shard) * _gather(out, idx, shard) / upd
-    if reduction == "Mul":
-        is_zero = upd == 0
-        nonzero = ops.select(is_zero, ops.ones_like(upd), upd)
-        zeros = _scatter(_TS_ADD, _TS_ADD_S, ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype), shard)
-        product = _scatter(_TS_MUL, _TS_MUL_S, ops.ones_like(dout), idx, nonzero, shard)  # of the nonzero updates
-        dx = dout * ops.select(zeros == 0, product, ops.zeros_like(product))
-        zg = _gather(zeros, idx, shard)
-        pg = _gather(product, idx, shard)
-        none = ops.zeros_like(pg)
-        others = ops.select(is_zero, ops.select(zg == 1, pg, none),
-                            ops.select(zg == 0, pg / nonzero, none))
-        return dx, _gather(dout, idx, shard) * xg * others
-    if reduction in ("Max", "Min"):
-        og = _gather(out, idx, shard)
-        won_u = ops.cast(upd == og, dout.dtype)
-        won_x = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype), shard)
-        count = ops.maximum(_scatter(_TS_ADD, _TS_ADD_S, won_x, idx, won_u, shard), ops.ones_like(dout))
-        share = dout / count
-        return share * won_x, _gather(share, idx, shard) * won_u
-    # Update
+# One rule per reduction: (d input_x, d updates in the flat (N,) + slice shape; with dynamic,
+# idx and upd in their own shapes); shard: see the module docstring. grads_of picks one in
+# Python, so that a graph parses the rule of its own reduction only.
+
+def _rule_add(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
+    return dout, _gather(dout, idx, shard)
+
+
+def _rule_sub(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
+    return dout, -_gather(dout, idx, shard)
+
+
+def _rule_div(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
+    dx = dout * _scatter(_TS_DIV, _TS_DIV_S, ops.ones_like(dout), idx, upd, shard)
+    return dx, -_gather(dout, idx, shard) * _gather(out, idx, shard) / upd
+
+
+def _rule_mul(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
+    is_zero = upd == 0
+    nonzero = ops.select(is_zero, ops.ones_like(upd), upd)
+    zeros = _scatter(_TS_ADD, _TS_ADD_S, ops.zeros_like(dout), idx, ops.cast(is_zero, dout.dtype), shard)
+    product = _scatter(_TS_MUL, _TS_MUL_S, ops.ones_like(dout), idx, nonzero, shard)  # of the nonzero updates
+    dx = dout * ops.select(zeros == 0, product, ops.zeros_like(product))
+    zg = _gather(zeros, idx, shard)
+    pg = _gather(product, idx, shard)
+    none = ops.zeros_like(pg)
+    others = ops.select(is_zero, ops.select(zg == 1, pg, none),
+                        ops.select(zg == 0, pg / nonzero, none))
+    return dx, _gather(dout, idx, shard) * xg * others
+
+
+def _rule_max_min(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
+    og = _gather(out, idx, shard)
+    won_u = ops.cast(upd == og, dout.dtype)
+    won_x = _scatter(_TS_UPDATE, _TS_UPDATE_S, ops.ones_like(dout), idx, ops.cast(xg == og, dout.dtype), shard)
+    count = ops.maximum(_scatter(_TS_ADD, _TS_ADD_S, won_x, idx, won_u, shard), ops.ones_like(dout))
+    share = dout / count
+    return share * won_x, _gather(share, idx, shard) * won_u
+
+
+def _rule_update(dout, idx, upd, xg, out, shard=None, dynamic=False):  # pylint: disable=unused-argument
     if dynamic:
         written = _TS_UPDATE(ops.zeros_like(dout), idx, ops.ones_like(upd))
         order = _vector_numbers(idx, upd)
@@ -192,37 +203,50 @@ def _rule(reduction, dout, idx, upd, xg, out, shard=None, dynamic=False):
     return dout * (1 - written), _gather(dout, idx, shard) * _broadcast_rows(survived, upd)
 
 
-def grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard=None):
-    """(d input_x, d updates) of one call; xg is input_x gathered at indices (shape of
+_RULES = {"Add": _rule_add, "Sub": _rule_sub, "Div": _rule_div, "Mul": _rule_mul, "Max": _rule_max_min,
+          "Min": _rule_max_min, "Update": _rule_update}
+
+
+def grads_of(reduction):
+    """``grads(depth_one, x, indices, updates, xg, out, dout, shard=None)`` -> (d input_x,
+    d updates) of one call of `reduction`; xg is input_x gathered at indices (shape of
     updates) or None for the rules that do not use it. On a row shard (shard given) the d
     updates of vectors outside it are -0.0 (whatever xg holds there)."""
-    if not _is_float(dout):
-        return ops.zeros_like(dout), ops.zeros_like(updates)
-    if dout.dtype == mstype.bfloat16:
-        # MindSpore 2.10's CPU kernels of reshape, gather, select, ... have no bfloat16:
-        # the rule runs in float32 (exact for bfloat16 values) and its results are rounded
-        dx, du = grads(reduction, depth_one, x, indices, ops.cast(updates, mstype.float32),
-                       None if xg is None else ops.cast(xg, mstype.float32), ops.cast(out, mstype.float32),
-                       ops.cast(dout, mstype.float32))
-        return ops.cast(dx, mstype.bfloat16), ops.cast(du, updates.dtype)
-    if shard is None and shape_unknown(ops.shape(dout), ops.shape(indices), ops.shape(updates)):
-        idx = ops.expand_dims(indices, -1) if depth_one else indices
-        dx, du = _rule(reduction, dout, idx, ops.cast(updates, dout.dtype), xg, out, dynamic=True)
-        return dx, ops.cast(du, updates.dtype)
-    idx, flat_shape = _flatten(x, indices, depth_one)
-    upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
-    if xg is not None:
-        xg = ops.reshape(xg, flat_shape)
-    if reduction in ("Max", "Min") and shard is None and _fused_ties(dout.shape, idx.shape):
-        # on the CPU the rule is two fused passes over the updates (kernels/cpu/message.h)
-        dx, du = _TIE_GRAD_X(out, dout, idx, xg, upd), _TIE_GRAD_UPDATES(out, dout, idx, xg, upd)
-    else:
-        dx, du = _rule(reduction, dout, idx, upd, xg, out, shard)
-    if shard is not None:
-        # -0.0 outside the shard: summed over the shards, it leaves the holder's value bit for bit
-        _, owned = local_vectors(idx, shard, x.shape[0])
-        du = ops.select(ops.broadcast_to(_broadcast_rows(owned, du), du.shape), du, -ops.zeros_like(du))
-    return dx, ops.cast(ops.reshape(du, updates.shape), updates.dtype)
+    rule = _RULES[reduction]
+    ties = reduction in ("Max", "Min")
+
+    def float_grads(depth_one, x, indices, updates, xg, out, dout, shard):
+        if shard is None and shape_unknown(ops.shape(dout), ops.shape(indices), ops.shape(updates)):
+            idx = ops.expand_dims(indices, -1) if depth_one else indices
+            dx, du = rule(dout, idx, ops.cast(updates, dout.dtype), xg, out, dynamic=True)
+            return dx, ops.cast(du, updates.dtype)
+        idx, flat_shape = _flatten(x, indices, depth_one)
+        upd = ops.cast(ops.reshape(updates, flat_shape), dout.dtype)  # in-place calls convert updates
+        if xg is not None:
+            xg = ops.reshape(xg, flat_shape)
+        if ties and shard is None and _fused_ties(dout.shape, idx.shape):
+            # on the CPU the rule is two fused passes over the updates (kernels/cpu/message.h)
+            dx, du = _TIE_GRAD_X(out, dout, idx, xg, upd), _TIE_GRAD_UPDATES(out, dout, idx, xg, upd)
+        else:
+            dx, du = rule(dout, idx, upd, xg, out, shard)
+        if shard is not None:
+            # -0.0 outside the shard: summed over the shards, it leaves the holder's value bit for bit
+            _, owned = local_vectors(idx, shard, x.shape[0])
+            du = ops.select(ops.broadcast_to(_broadcast_rows(owned, du), du.shape), du, -ops.zeros_like(du))
+        return dx, ops.cast(ops.reshape(du, updates.shape), updates.dtype)
+
+    def grads(depth_one, x, indices, updates, xg, out, dout, shard=None):
+        if not _is_float(dout):
+            return ops.zeros_like(dout), ops.zeros_like(updates)
+        if dout.dtype == mstype.bfloat16:
+            # MindSpore 2.10's CPU kernels of reshape, gather, select, ... have no bfloat16:
+            # the rule runs in float32 (exact for bfloat16 values) and its results are rounded
+            dx, du = float_grads(depth_one, x, indices, ops.cast(updates, mstype.float32),
+                                 None if xg is None else ops.cast(xg, mstype.float32), ops.cast(out, mstype.float32),
+                                 ops.cast(dout, mstype.float32), shard)
+            return ops.cast(dx, mstype.bfloat16), ops.cast(du, updates.dtype)
+        return float_grads(depth_one, x, indices, updates, xg, out, dout, shard)
+    return grads
 
 
 @constexpr
@@ -261,18 +285,20 @@ _TIE_GRAD_UPDATES = _kernel.FusedKernel("ScatterTieGradUpdates", _tie_grad_updat
 def out_of_place_bprop(reduction, depth_one, sharded=False):
     """bprop of a TensorScatter kernel: input_x is intact. sharded: the row-shard kernel
     (a 4th input, the shard)."""
+    grads = grads_of(reduction)
+
     def bprop(x, indices, updates, out, dout):
         xg = None
         if reduction in NEEDS_INPUT:
             xg = gather_nd(ops.cast(x, mstype.float32) if x.dtype == mstype.bfloat16 else x, indices)
-        dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout)
+        dx, du = grads(depth_one, x, indices, updates, xg, out, dout)
         return dx, ops.zeros_like(indices), du
 
     def sharded_bprop(x, indices, updates, shard, out, dout):
         xg = None
         if reduction in NEEDS_INPUT:
             xg = _gather(x, _flatten(x, indices, depth_one)[0], shard)
-        dx, du = grads(reduction, depth_one, x, indices, updates, xg, out, dout, shard)
+        dx, du = grads(depth_one, x, indices, updates, xg, out, dout, shard)
         return dx, ops.zeros_like(indices), du, ops.zeros_like(shard)
     return sharded_bprop if sharded else bprop
 
@@ -402,6 +428,7 @@ class InPlaceCall(nn.Cell):
         self.reduction = reduction
         self.depth_one = depth_one
         self.uses_saved = reduction in NEEDS_INPUT
+        self.grads = grads_of(reduction)
 
     def __call__(self, x, indices, updates, saved):
         # Python-level calls only (a graph inlines construct). A Cell call costs ~0.3 ms in
@@ -443,9 +470,9 @@ class InPlaceCall(nn.Cell):
             # through, which gives what PYNATIVE and the built-ins give.
             if isinstance(out, tuple):
                 out = out[-1]
-            dx, du = grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout[-1], shard)
+            dx, du = self.grads(self.depth_one, x, indices, updates, xg, out, dout[-1], shard)
             return dx + dout[0], du + dout[2]
-        return grads(self.reduction, self.depth_one, x, indices, updates, xg, out, dout, shard)
+        return self.grads(self.depth_one, x, indices, updates, xg, out, dout, shard)
 
 
 class ShardInPlaceCall(InPlaceCall):

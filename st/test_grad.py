@@ -240,7 +240,7 @@ def test_max_min_gradients_run_the_fused_kernels(op, mode_name):
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("op", ["TensorScatterMax", "ScatterNdMin"])
 def test_fused_tie_gradients_match_the_composite_rule(op, dtype):
-    """The fused kernels give the composite rule's bits (ops/_grad.py _rule: MindSpore ops and
+    """The fused kernels give the composite rule's bits (ops/_grad.py _RULES: MindSpore ops and
     our TensorScatter kernels), the count and share rounded to the dtype as it rounds them."""
     import mindspore.common.dtype as mstype  # pylint: disable=import-outside-toplevel
     from ms_scatter import _grad  # pylint: disable=import-outside-toplevel
@@ -262,7 +262,7 @@ def test_fused_tie_gradients_match_the_composite_rule(op, dtype):
     with _mode("PYNATIVE"):
         fx = _grad._TIE_GRAD_X(args[0], args[1], idx, xs, upd)
         fu = _grad._TIE_GRAD_UPDATES(args[0], args[1], idx, xs, upd)
-        cx, cu = _grad._rule(reduction, args[1], idx, upd, xs, args[0])
+        cx, cu = _grad._RULES[reduction](args[1], idx, upd, xs, args[0])
     for fused, composite in ((fx, cx), (fu, cu)):
         a = fused.astype(mstype.float32).asnumpy()
         b = composite.astype(mstype.float32).asnumpy()
