@@ -18,15 +18,29 @@ from ms_scatter.testing import call_kernel, entry_name, kernel_library, split_op
 
 # The test files that compile for minutes or start processes, run first: under pytest-xdist
 # (the README's test command, `-n 2 --dist loadfile`) each worker starts on one of them, so
-# that none is left running alone at the end. (The hook sees every collected item, st/'s too.)
+# that none is left running alone at the end; the other files follow, those with the most
+# tests first (what xdist's loadfile does by itself). (The hook sees every collected item,
+# st/'s too.)
 SLOW_FIRST = ("tests/test_sanitizers.py", "tests/test_aarch64.py", "tests/test_gpu.py", "st/test_distributed.py",
               "tests/test_cpu_variants.py", "st/test_patch.py")
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # xdist keeps the order below instead of its own
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {path: n for n, path in enumerate(SLOW_FIRST)}
     root = str(config.rootpath)
-    items.sort(key=lambda item: rank.get(os.path.relpath(str(item.path), root).replace(os.sep, "/"), len(rank)))
+    files = [os.path.relpath(str(item.path), root).replace(os.sep, "/") for item in items]
+    count, first = {}, {}
+    for n, f in enumerate(files):
+        count[f] = count.get(f, 0) + 1
+        first.setdefault(f, n)
+    order = sorted(range(len(items)), key=lambda n: (rank.get(files[n], len(rank)), -count[files[n]],
+                                                     first[files[n]], n))
+    items[:] = [items[n] for n in order]
 
 
 def pytest_report_header(config):
