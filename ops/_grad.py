@@ -274,8 +274,12 @@ def _gather_bprop(x, idx, out, dout):  # pylint: disable=unused-argument
     return _TS_ADD(ops.zeros_like(x), idx, dout), ops.zeros_like(idx)
 
 
-_GATHER = _kernel.FusedKernel("ScatterGradGather", _gather_bprop,
-                              lambda s: tuple(s[1][:-1]) + tuple(s[0][s[1][-1]:]))
+def _gathered_shape(shapes):
+    """The shape a gather of x (shapes[0]) at index vectors (shapes[1]) gives."""
+    return tuple(shapes[1][:-1]) + tuple(shapes[0][shapes[1][-1]:])
+
+
+_GATHER = _kernel.FusedKernel("ScatterGradGather", _gather_bprop, _gathered_shape)
 # Max/Min's rule fused (kernels/cpu/message.h ScatterTieGrad*): (out, dout, idx (n, d), xg,
 # updates (n,) + slice) -> dx / du.
 _TIE_GRAD_X = _kernel.FusedKernel("ScatterTieGradX", _tie_grad_x_bprop, lambda s: s[0])
@@ -371,8 +375,7 @@ class _GatherWhileRecording(_WhileRecording, _kernel.FusedKernel):
     recorded (PYNATIVE) or used (graphs)."""
 
 
-_save_slots_fused = _GatherWhileRecording("ScatterGradGather", _gather_bprop,
-                                          lambda s: tuple(s[1][:-1]) + tuple(s[0][s[1][-1]:]))
+_save_slots_fused = _GatherWhileRecording("ScatterGradGather", _gather_bprop, _gathered_shape)
 _as_vectors = ExpandDims()
 _at_most = Minimum()
 _at_least = Maximum()
